@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets everything up on a fresh machine and runs the test suite the way a user
+# gets kcodec: build the sdist and the wheel from this checkout, install the
+# wheel (with its test extras) in a fresh virtual environment, and run the
+# tests and the benchmarks (once each, as tests) from outside the source tree.
+# Downloads go through pip's cache, so later runs are quick.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=${KCODEC_CI_DIR:-$repo/.ci-work}
+python=${PYTHON:-python3}
+
+rm -rf "$work/dist" "$work/venv"
+mkdir -p "$work"
+
+echo "== building sdist and wheel"
+"$python" -m venv "$work/build-env"
+"$work/build-env/bin/python" -m pip install -q --upgrade pip build
+"$work/build-env/bin/python" -m build --outdir "$work/dist" "$repo"
+
+echo "== installing the wheel in a fresh venv"
+"$python" -m venv "$work/venv"
+wheel=$(ls "$work"/dist/kcodec-*.whl)
+"$work/venv/bin/python" -m pip install -q --upgrade pip
+"$work/venv/bin/python" -m pip install -q "$wheel[test]"
+
+echo "== running the tests from outside the source tree"
+cd "$(mktemp -d)"
+export KCODEC_REQUIRE_INSTALLED=1
+"$work/venv/bin/python" -m pytest -p no:cacheprovider "$repo/tests" "$repo/benchmarks" \
+    --benchmark-disable "$@"

@@ -1,0 +1,19 @@
+"""kcodec: a compiled codec for Apache Kafka record data."""
+from . import errors
+from ._core.crc import crc32, crc32c, hardware_crc32c
+from .errors import (
+    CorruptIndexError, CorruptRecordError, CrcMismatchError, DecompressionError,
+    DecompressionLimitError, KafkaFormatError, UnsupportedFormatError,
+)
+from .records import (
+    Batch, ControlRecord, Record, encode, encode_control, read_batches, read_records,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Batch", "ControlRecord", "Record", "read_batches", "read_records", "encode",
+    "encode_control", "crc32", "crc32c", "hardware_crc32c", "errors", "KafkaFormatError",
+    "CorruptRecordError", "CrcMismatchError", "UnsupportedFormatError", "DecompressionError",
+    "DecompressionLimitError", "CorruptIndexError",
+]

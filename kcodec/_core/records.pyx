@@ -1,0 +1,838 @@
+# Scanning record sets and iterating records (the object API).
+#
+# Record set: entries back to back, each [int64 offset][int32 size][size bytes];
+# byte 16 of every entry is its magic.
+#   magic 2  RecordBatch: ..., crc u32 @17 (CRC-32C of [21, 12+size)), attributes i16 @21,
+#            lastOffsetDelta i32 @23, baseTimestamp i64 @27, maxTimestamp i64 @35,
+#            producerId i64 @43, producerEpoch i16 @51, baseSequence i32 @53,
+#            recordsCount i32 @57, records @61 (plain, or one compressed stream).
+#            Record: length varint, attributes i8, timestampDelta varlong,
+#            offsetDelta varint, key, value (varint length, -1 = null),
+#            headersCount varint, headers (varint key length + UTF-8 key, value).
+#   magic 0/1 message: crc u32 @12 (CRC-32 of [16, 12+size)), attributes i8 @17,
+#            [timestamp i64 @18 if magic 1], key, value (int32 length, -1 = null).
+#            A compressed message ("wrapper") holds inner entries in its value.
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBuffer_FillInfo, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
+from libc.stdlib cimport malloc, free
+
+from kcodec._core.wire cimport *
+from kcodec._core.crc cimport crc32c_of, crc32_of
+
+from kcodec import compression as _compression
+from kcodec.errors import (
+    KafkaFormatError, CorruptRecordError, CrcMismatchError, UnsupportedFormatError,
+)
+
+cdef enum:
+    LOG_OVERHEAD = 12
+    HEADER_UP_TO_MAGIC = 17
+    MIN_ENTRY_SIZE = 14          # smallest v0 message; Java enforces it for every magic
+    V2_HEADER = 61
+    V2_MIN_RECORD = 7            # length, attributes, ts, offset, key, value, headers: 1 byte each
+
+cdef tuple TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+cdef tuple CONTROL_TYPES = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER",
+                            "SNAPSHOT_FOOTER", "KRAFT_VERSION", "KRAFT_VOTERS")
+cdef tuple CODECS = _compression.CODEC_NAMES
+cdef object _decompress = _compression.decompress
+DEFAULT_MAX_DECOMPRESSED_BYTES = _compression.DEFAULT_MAX_DECOMPRESSED_BYTES
+
+
+# ------------------------------------------------------------------ buffers
+
+@cython.final
+cdef class Source:
+    """Holds one buffer export for as long as records point into it, and
+    re-exports it as bytes so that views of it are zero-copy."""
+    cdef Py_buffer view
+    cdef bint acquired
+    cdef const uint8_t* base
+    cdef Py_ssize_t length
+    cdef object _mv
+
+    def __cinit__(self, obj):
+        PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
+        self.acquired = True
+        self.base = <const uint8_t*>self.view.buf
+        self.length = self.view.len
+
+    def __dealloc__(self):
+        if self.acquired:
+            PyBuffer_Release(&self.view)
+
+    def __getbuffer__(self, Py_buffer* buffer, int flags):
+        PyBuffer_FillInfo(buffer, self, <void*>self.base, self.length, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* buffer):
+        pass
+
+    cdef inline object slice(self, Py_ssize_t pos, Py_ssize_t n):
+        if self._mv is None:
+            self._mv = memoryview(self)
+        return self._mv[pos:pos + n]
+
+
+cdef Source as_source(obj):
+    if type(obj) is Source:
+        return <Source>obj
+    return Source(obj)
+
+
+# ------------------------------------------------------------------- errors
+
+cdef dict FAULT_TEXT = {
+    F_TRUNCATED: "a field runs past the end of the data",
+    F_VARINT_TOO_LONG: "varint too long",
+    F_RECORD_LENGTH: "record length {a} is negative or exceeds the {b} bytes remaining",
+    F_RECORD_SIZE: "record declares {a} bytes but its fields take {b}",
+    F_HEADER_COUNT: "headers count {a} is negative or exceeds the {b} bytes remaining",
+    F_HEADER_KEY_NULL: "header key is null (length {a})",
+    F_TOO_FEW_RECORDS: "batch declares {a} records but its data ends after {b}",
+    F_TRAILING_BYTES: "{a} bytes remain after the batch's {b} records",
+    F_FIELD_PAST_RECORD: "a field runs past the record's declared end",
+}
+
+
+cdef object raise_fault(FaultInfo* fi, Batch batch, bint decompressed):
+    text = FAULT_TEXT[fi.code].format(a=fi.a, b=fi.b)
+    if decompressed:
+        text += f" (byte {fi.where} of the decompressed {batch.compression} records)"
+        position = batch.position
+    else:
+        position = fi.where
+    raise CorruptRecordError(text, position=position, offset=batch._first_offset_hint())
+
+
+cdef inline int fail(FaultInfo* fi, int code, const uint8_t* at, const uint8_t* base,
+                     int64_t a, int64_t b) noexcept nogil:
+    fi.code = code
+    fi.where = at - base
+    fi.a = a
+    fi.b = b
+    return code
+
+
+# ------------------------------------------------------------ record slots
+
+cdef struct Slot:
+    int64_t offset
+    int64_t timestamp
+    Py_ssize_t key_pos
+    Py_ssize_t value_pos
+    Py_ssize_t headers_pos
+    int32_t key_len           # -1: null
+    int32_t value_len
+    int32_t headers_count
+    int32_t sequence
+    int8_t magic
+
+
+cdef inline int32_t seq_add(int32_t base, int32_t delta) noexcept nogil:
+    # Producer sequences wrap from INT32_MAX back to 0.
+    cdef int64_t s
+    if base < 0:
+        return -1
+    s = <int64_t>base + delta
+    if s > 0x7FFFFFFF:
+        s -= <int64_t>0x7FFFFFFF + 1
+    return <int32_t>s
+
+
+cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
+                          int32_t count, int64_t base_offset, int64_t base_ts, int64_t max_ts,
+                          bint log_append, int32_t base_seq, Slot* slots,
+                          FaultInfo* fi) noexcept nogil:
+    """Validate `count` records in [p, end) and record where their fields are."""
+    cdef int32_t i, j, length, key_len, value_len, n_headers, offset_delta, hk, hv
+    cdef int64_t ts_delta
+    cdef const uint8_t* rec_end
+    cdef const uint8_t* start
+    cdef int st
+    for i in range(count):
+        if p >= end:
+            return fail(fi, F_TOO_FEW_RECORDS, p, base, count, i)
+        start = p
+        st = read_varint(&p, end, &length)
+        if st:
+            return fail(fi, st, start, base, 0, 0)
+        if length < 0 or length > end - p:
+            return fail(fi, F_RECORD_LENGTH, start, base, length, end - p)
+        rec_end = p + length
+        start = p
+        if p >= rec_end:
+            return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
+        p += 1                                      # attributes: unused
+        st = read_varlong(&p, rec_end, &ts_delta)
+        if st == OK:
+            st = read_varint(&p, rec_end, &offset_delta)
+        if st == OK:
+            st = read_varint(&p, rec_end, &key_len)
+        if st:
+            return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
+        slots[i].key_pos = p - base
+        if key_len >= 0:
+            if key_len > rec_end - p:
+                return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
+            p += key_len
+        else:
+            key_len = -1
+        st = read_varint(&p, rec_end, &value_len)
+        if st:
+            return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
+        slots[i].value_pos = p - base
+        if value_len >= 0:
+            if value_len > rec_end - p:
+                return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
+            p += value_len
+        else:
+            value_len = -1
+        st = read_varint(&p, rec_end, &n_headers)
+        if st:
+            return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
+        if n_headers < 0 or n_headers > rec_end - p:
+            return fail(fi, F_HEADER_COUNT, p, base, n_headers, rec_end - p)
+        slots[i].headers_pos = p - base
+        for j in range(n_headers):
+            st = read_varint(&p, rec_end, &hk)
+            if st:
+                return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
+            if hk < 0:
+                return fail(fi, F_HEADER_KEY_NULL, p, base, hk, 0)
+            if hk > rec_end - p:
+                return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
+            p += hk
+            st = read_varint(&p, rec_end, &hv)
+            if st:
+                return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
+            if hv > 0:
+                if hv > rec_end - p:
+                    return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
+                p += hv
+        if p != rec_end:
+            return fail(fi, F_RECORD_SIZE, start, base, length, p - start)
+        slots[i].offset = <int64_t>(<uint64_t>base_offset + <uint64_t><int64_t>offset_delta)
+        slots[i].timestamp = max_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
+        slots[i].key_len = key_len
+        slots[i].value_len = value_len
+        slots[i].headers_count = n_headers
+        slots[i].sequence = seq_add(base_seq, offset_delta)
+        slots[i].magic = 2
+    if p != end:
+        return fail(fi, F_TRAILING_BYTES, p, base, end - p, count)
+    return OK
+
+
+cdef struct LegacyMessage:
+    uint32_t crc
+    int8_t magic
+    int8_t attributes
+    int64_t timestamp
+    Py_ssize_t key_pos
+    Py_ssize_t value_pos
+    int32_t key_len
+    int32_t value_len
+
+
+cdef int parse_legacy_message(const uint8_t* base, const uint8_t* p, const uint8_t* end,
+                              LegacyMessage* m, FaultInfo* fi) noexcept nogil:
+    """[p, end) is one message from its CRC on (size >= MIN_ENTRY_SIZE checked)."""
+    m.crc = load_u32(p)
+    m.magic = <int8_t>p[4]
+    m.attributes = <int8_t>p[5]
+    p += 6
+    m.timestamp = -1
+    if m.magic == 1:
+        if end - p < 8:
+            return fail(fi, F_TRUNCATED, p, base, 0, 0)
+        m.timestamp = load_i64(p)
+        p += 8
+    if end - p < 4:
+        return fail(fi, F_TRUNCATED, p, base, 0, 0)
+    m.key_len = load_i32(p)
+    p += 4
+    m.key_pos = p - base
+    if m.key_len >= 0:
+        if m.key_len > end - p:
+            return fail(fi, F_TRUNCATED, p, base, 0, 0)
+        p += m.key_len
+    else:
+        m.key_len = -1
+    if end - p < 4:
+        return fail(fi, F_TRUNCATED, p, base, 0, 0)
+    m.value_len = load_i32(p)
+    p += 4
+    m.value_pos = p - base
+    if m.value_len >= 0:
+        if m.value_len > end - p:
+            return fail(fi, F_TRUNCATED, p, base, 0, 0)
+    else:
+        m.value_len = -1
+    return OK
+
+
+# ------------------------------------------------------------ public objects
+
+@cython.final
+cdef class ControlRecord:
+    """The key (and, for transaction markers, value) of a control record."""
+    cdef readonly str type
+    cdef readonly int type_id
+    cdef readonly int version
+    cdef readonly object coordinator_epoch
+
+    def __repr__(self):
+        return (f"ControlRecord(type={self.type!r}, version={self.version}, "
+                f"coordinator_epoch={self.coordinator_epoch})")
+
+
+@cython.final
+@cython.freelist(256)
+cdef class Record:
+    """One record. key/value are made on access; key_view/value_view are
+    zero-copy views into the (possibly decompressed) buffer."""
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp
+    cdef readonly int32_t sequence
+    cdef readonly int magic
+    cdef readonly ControlRecord control
+    cdef int8_t ts_type
+    cdef Source src
+    cdef Py_ssize_t key_pos, value_pos, headers_pos
+    cdef int32_t key_len, value_len, headers_count
+    cdef tuple _headers
+
+    def __init__(self, key=None, value=None, timestamp=-1, headers=(), *, offset=0):
+        """A record made in Python (for encode); decoded ones skip this."""
+        cdef bytes k = None if key is None else bytes(key)
+        cdef bytes v = None if value is None else bytes(value)
+        self.src = Source((k or b"") + (v or b""))
+        self.key_pos = 0
+        self.key_len = -1 if k is None else len(k)
+        self.value_pos = 0 if k is None else len(k)
+        self.value_len = -1 if v is None else len(v)
+        self._headers = tuple((str(hk), None if hv is None else bytes(hv)) for hk, hv in headers)
+        self.offset = offset
+        self.timestamp = timestamp
+        self.ts_type = 0 if timestamp >= 0 else -1
+        self.sequence = -1
+        self.magic = 2
+
+    @property
+    def key(self):
+        if self.key_len < 0:
+            return None
+        return PyBytes_FromStringAndSize(<const char*>self.src.base + self.key_pos, self.key_len)
+
+    @property
+    def value(self):
+        if self.value_len < 0:
+            return None
+        return PyBytes_FromStringAndSize(<const char*>self.src.base + self.value_pos, self.value_len)
+
+    @property
+    def key_view(self):
+        return None if self.key_len < 0 else self.src.slice(self.key_pos, self.key_len)
+
+    @property
+    def value_view(self):
+        return None if self.value_len < 0 else self.src.slice(self.value_pos, self.value_len)
+
+    @property
+    def timestamp_type(self):
+        return "NoTimestampType" if self.ts_type < 0 else TIMESTAMP_TYPES[self.ts_type]
+
+    @property
+    def headers(self):
+        if self._headers is None:
+            self._headers = decode_headers(self.src, self.headers_pos, self.headers_count)
+        return self._headers
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r}"
+                + (f", control={self.control!r})" if self.control is not None else ")"))
+
+
+cdef tuple decode_headers(Source src, Py_ssize_t pos, int32_t count):
+    # Already validated by parse_v2_records; reads stay within the record.
+    cdef const uint8_t* p = src.base + pos
+    cdef const uint8_t* end = src.base + src.length
+    cdef int32_t i, hk, hv
+    cdef list out = []
+    for i in range(count):
+        read_varint(&p, end, &hk)
+        key = PyUnicode_DecodeUTF8(<const char*>p, hk, "replace")
+        p += hk
+        read_varint(&p, end, &hv)
+        if hv < 0:
+            out.append((key, None))
+        else:
+            out.append((key, PyBytes_FromStringAndSize(<const char*>p, hv)))
+            p += hv
+    return tuple(out)
+
+
+cdef inline Record new_record(Source src, Slot* s, int8_t ts_type):
+    cdef Record r = Record.__new__(Record)
+    r.src = src
+    r.offset = s.offset
+    r.timestamp = s.timestamp
+    r.sequence = s.sequence
+    r.magic = s.magic
+    r.ts_type = ts_type
+    r.key_pos = s.key_pos
+    r.key_len = s.key_len
+    r.value_pos = s.value_pos
+    r.value_len = s.value_len
+    r.headers_pos = s.headers_pos
+    r.headers_count = s.headers_count
+    if s.headers_count == 0:
+        r._headers = ()
+    return r
+
+
+@cython.final
+cdef class Batch:
+    """One entry of a record set: a v2 record batch, or a v0/v1 message (a
+    compressed v0/v1 message is a batch of its inner messages)."""
+    cdef readonly int magic
+    cdef readonly int64_t last_offset
+    cdef readonly int64_t first_timestamp
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t producer_id
+    cdef readonly int producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly int32_t partition_leader_epoch
+    cdef readonly uint32_t crc
+    cdef int8_t crc_state          # 1 valid, 0 invalid, -1 not checked yet
+    cdef readonly Py_ssize_t position
+    cdef readonly Py_ssize_t size
+    cdef readonly int attributes
+    cdef int codec
+    cdef int8_t ts_type
+    cdef int64_t _base_offset
+    cdef int32_t _count            # -1 until known (legacy wrappers)
+    cdef int32_t last_offset_delta
+    cdef Source src
+    cdef Py_ssize_t payload_pos, payload_len
+    cdef LegacyMessage msg         # legacy entries only
+    cdef int64_t max_decompressed
+    cdef bint verify_crc
+    cdef list _records
+
+    @property
+    def crc_valid(self):
+        cdef Py_ssize_t start
+        if self.crc_state < 0:
+            start = self.position + (21 if self.magic == 2 else 16)
+            if self.magic == 2:
+                computed = crc32c_of(self.src.base + start, self.position + self.size - start)
+            else:
+                computed = crc32_of(self.src.base + start, self.position + self.size - start)
+            self.crc_state = computed == self.crc
+        return bool(self.crc_state)
+
+    @property
+    def compression(self):
+        return CODECS[self.codec]
+
+    @property
+    def timestamp_type(self):
+        return "NoTimestampType" if self.ts_type < 0 else TIMESTAMP_TYPES[self.ts_type]
+
+    @property
+    def is_transactional(self):
+        return self.magic == 2 and bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self):
+        return self.magic == 2 and bool(self.attributes & 0x20)
+
+    @property
+    def delete_horizon_ms(self):
+        if self.magic == 2 and self.attributes & 0x40:
+            return self.first_timestamp
+        return None
+
+    @property
+    def base_offset(self):
+        if self.magic < 2 and self.codec != 0:
+            return self._loaded()[0].offset
+        return self._base_offset
+
+    @property
+    def next_offset(self):
+        return self.last_offset + 1
+
+    @property
+    def count(self):
+        if self._count < 0:
+            self._count = len(self._loaded())
+        return self._count
+
+    @property
+    def last_sequence(self):
+        return seq_add(self.base_sequence, self.last_offset_delta)
+
+    @property
+    def records_data(self):
+        """Zero-copy view of the records section as stored (compressed or not)."""
+        return self.src.slice(self.payload_pos, self.payload_len)
+
+    def records(self):
+        """All records of the batch (decompressing and validating once)."""
+        return list(self._loaded())
+
+    def __iter__(self):
+        return iter(self._loaded())
+
+    def __len__(self):
+        return self.count
+
+    def __repr__(self):
+        return (f"Batch(magic={self.magic}, offsets={self._base_offset}..{self.last_offset}, "
+                f"compression={self.compression!r}, position={self.position}, size={self.size})")
+
+    cdef object _first_offset_hint(self):
+        return self._base_offset if self.magic == 2 else self.last_offset
+
+    cdef list _loaded(self):
+        if self._records is None:
+            if self.magic == 2:
+                self._records = self._load_v2()
+            else:
+                self._records = self._load_legacy()
+        return self._records
+
+    cdef Source _decompressed(self):
+        try:
+            out = _decompress(self.codec, self.records_data, self.max_decompressed, self.magic)
+        except KafkaFormatError as exc:
+            exc.position = self.position
+            exc.offset = self._first_offset_hint()
+            exc.args = (exc._describe(),)
+            raise
+        return as_source(out)
+
+    cdef list _load_v2(self):
+        cdef Source data = self.src
+        cdef Py_ssize_t pos = self.payload_pos
+        cdef Py_ssize_t n = self.payload_len
+        cdef int32_t count = self._count
+        cdef FaultInfo fi
+        cdef Slot* slots
+        cdef int st, i
+        cdef list out
+        if count == 0:
+            return []
+        if self.codec != 0:
+            data = self._decompressed()
+            pos = 0
+            n = data.length
+        if count > n // V2_MIN_RECORD:
+            return self._fault_count(count, n)
+        slots = <Slot*>malloc(count * sizeof(Slot))
+        if slots == NULL:
+            raise MemoryError()
+        try:
+            with nogil:
+                st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
+                                      self._base_offset, self.first_timestamp, self.max_timestamp,
+                                      self.ts_type == 1, self.base_sequence, slots, &fi)
+            if st:
+                raise_fault(&fi, self, self.codec != 0)
+            out = [new_record(data, &slots[i], self.ts_type) for i in range(count)]
+        finally:
+            free(slots)
+        if self.attributes & 0x20:
+            for r in out:
+                (<Record>r).control = parse_control(<Record>r, self)
+        return out
+
+    cdef list _fault_count(self, int32_t count, Py_ssize_t n):
+        raise CorruptRecordError(
+            f"batch declares {count} records but its {n} bytes of records hold at most "
+            f"{n // V2_MIN_RECORD}", position=self.position, offset=self._base_offset)
+
+    cdef list _load_legacy(self):
+        cdef Slot s
+        if self.codec == 0:
+            s.offset = self.last_offset
+            s.timestamp = self.msg.timestamp
+            s.key_pos = self.msg.key_pos
+            s.key_len = self.msg.key_len
+            s.value_pos = self.msg.value_pos
+            s.value_len = self.msg.value_len
+            s.headers_count = 0
+            s.headers_pos = 0
+            s.sequence = -1
+            s.magic = self.magic
+            return [new_record(self.src, &s, self.ts_type)]
+        if self.msg.value_len < 0:
+            raise CorruptRecordError("compressed message has a null value",
+                                     position=self.position, offset=self.last_offset)
+        return self._load_wrapper(self._decompressed())
+
+    cdef list _load_wrapper(self, Source inner):
+        cdef const uint8_t* base = inner.base
+        cdef const uint8_t* p = base
+        cdef const uint8_t* end = base + inner.length
+        cdef const uint8_t* entry_end
+        cdef int32_t size
+        cdef LegacyMessage m
+        cdef FaultInfo fi
+        cdef Slot s
+        cdef list out = []
+        cdef list raw_offsets = []
+        cdef int8_t ts_type
+        while end - p >= LOG_OVERHEAD:
+            size = load_i32(p + 8)
+            if size < MIN_ENTRY_SIZE:
+                self._inner_error(f"inner message size {size} is below {MIN_ENTRY_SIZE}", p - base)
+            if size > end - p - LOG_OVERHEAD:
+                break                                  # truncated inner entry: dropped, as Java does
+            entry_end = p + LOG_OVERHEAD + size
+            if parse_legacy_message(base, p + LOG_OVERHEAD, entry_end, &m, &fi):
+                self._inner_error("inner message field runs past its end", fi.where)
+            if m.magic < 0 or m.magic > 1:
+                raise UnsupportedFormatError(
+                    f"inner message has magic {m.magic} (byte {p - base + 16} of the decompressed "
+                    f"{self.compression} records)", position=self.position, offset=self.last_offset)
+            if m.attributes & 0x07:
+                self._inner_error("nested compression in an inner message", p - base)
+            if self.verify_crc:
+                computed = crc32_of(p + 16, size - 4)
+                if computed != m.crc:
+                    raise CrcMismatchError(
+                        f"inner message CRC-32 {m.crc:#010x} != computed {computed:#010x} (byte "
+                        f"{p - base} of the decompressed {self.compression} records)",
+                        stored=m.crc, computed=computed, position=self.position,
+                        offset=self.last_offset)
+            raw_offsets.append(load_i64(p))
+            if m.magic == 0:
+                ts_type = -1
+                s.timestamp = -1
+            else:
+                ts_type = self.ts_type
+                s.timestamp = self.max_timestamp if self.ts_type == 1 else m.timestamp
+            s.offset = 0
+            s.key_pos = m.key_pos
+            s.key_len = m.key_len
+            s.value_pos = m.value_pos
+            s.value_len = m.value_len
+            s.headers_pos = 0
+            s.headers_count = 0
+            s.sequence = -1
+            s.magic = m.magic
+            out.append(new_record(inner, &s, ts_type))
+            p = entry_end
+        if not out:
+            raise CorruptRecordError("compressed message holds no inner messages",
+                                     position=self.position, offset=self.last_offset)
+        cdef int64_t last_inner = raw_offsets[-1]
+        cdef int64_t shift = 0
+        if self.magic == 1 and self.last_offset != 0:
+            if self.last_offset < last_inner:
+                raise CorruptRecordError(
+                    f"wrapper offset {self.last_offset} is below its last inner offset {last_inner}",
+                    position=self.position, offset=self.last_offset)
+            shift = self.last_offset - last_inner
+        for r, raw in zip(out, raw_offsets):
+            (<Record>r).offset = <int64_t>raw + shift
+        self._count = len(out)
+        return out
+
+    cdef _inner_error(self, str text, Py_ssize_t where):
+        raise CorruptRecordError(
+            f"{text} (byte {where} of the decompressed {self.compression} records)",
+            position=self.position, offset=self.last_offset)
+
+
+cdef ControlRecord parse_control(Record r, Batch batch):
+    cdef ControlRecord c = ControlRecord.__new__(ControlRecord)
+    cdef const uint8_t* k = r.src.base + r.key_pos
+    cdef const uint8_t* v = r.src.base + r.value_pos
+    cdef int16_t key_version, value_version
+    if r.key_len < 4:
+        raise CorruptRecordError(f"control record key has {r.key_len} bytes, needs 4",
+                                 position=batch.position, offset=r.offset)
+    key_version = load_i16(k)
+    if key_version < 0:
+        raise CorruptRecordError(f"control record key version {key_version} is negative",
+                                 position=batch.position, offset=r.offset)
+    c.type_id = load_i16(k + 2)
+    c.version = key_version
+    c.type = CONTROL_TYPES[c.type_id] if 0 <= c.type_id < len(CONTROL_TYPES) else "UNKNOWN"
+    if c.type_id <= 1:
+        if r.value_len < 6:
+            raise CorruptRecordError(
+                f"end transaction marker has {r.value_len} bytes, needs 6",
+                position=batch.position, offset=r.offset)
+        value_version = load_i16(v)
+        if value_version < 0:
+            raise CorruptRecordError(
+                f"end transaction marker version {value_version} is negative",
+                position=batch.position, offset=r.offset)
+        c.coordinator_epoch = load_i32(v + 2)
+    return c
+
+
+# --------------------------------------------------------------- scanning
+
+@cython.final
+cdef class BatchReader:
+    """Iterates the entries of a record set, verifying CRCs as it goes."""
+    cdef Source src
+    cdef Py_ssize_t pos
+    cdef bint verify_crc
+    cdef bint partial_error
+    cdef int64_t max_decompressed
+    cdef int64_t max_entry
+
+    def __init__(self, data, *, bint verify_crc=True,
+                 max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 partial="stop", max_entry_bytes=None):
+        if partial not in ("stop", "error"):
+            raise ValueError(f"partial must be 'stop' or 'error', not {partial!r}")
+        self.src = as_source(data)
+        self.pos = 0
+        self.verify_crc = verify_crc
+        self.partial_error = partial == "error"
+        self.max_decompressed = max_decompressed_bytes
+        self.max_entry = 0x7FFFFFFF if max_entry_bytes is None else max_entry_bytes
+
+    def __iter__(self):
+        return self
+
+    @property
+    def position(self):
+        """Byte position where the next entry starts (where a partial entry begins)."""
+        return self.pos
+
+    def __next__(self):
+        cdef const uint8_t* p = self.src.base + self.pos
+        cdef Py_ssize_t remaining = self.src.length - self.pos
+        cdef int32_t size
+        cdef int magic
+        if remaining < HEADER_UP_TO_MAGIC:
+            self._partial(remaining, -1)
+            raise StopIteration
+        size = load_i32(p + 8)
+        if size < MIN_ENTRY_SIZE:
+            raise CorruptRecordError(f"entry size {size} is below the minimum {MIN_ENTRY_SIZE}",
+                                     position=self.pos, offset=load_i64(p))
+        if size > self.max_entry:
+            raise CorruptRecordError(f"entry size {size} exceeds the maximum {self.max_entry}",
+                                     position=self.pos, offset=load_i64(p))
+        if size > remaining - LOG_OVERHEAD:
+            self._partial(remaining, size)
+            raise StopIteration
+        magic = <int8_t>p[16]
+        if magic < 0 or magic > 2:
+            raise UnsupportedFormatError(f"unknown magic {magic}", position=self.pos + 16,
+                                         offset=load_i64(p))
+        batch = self._v2(p, size) if magic == 2 else self._legacy(p, size, magic)
+        self.pos += LOG_OVERHEAD + size
+        return batch
+
+    cdef _partial(self, Py_ssize_t remaining, int32_t size):
+        if remaining and self.partial_error:
+            need = f"{size + LOG_OVERHEAD} bytes" if size >= 0 else f"at least {HEADER_UP_TO_MAGIC} bytes"
+            raise CorruptRecordError(
+                f"partial trailing entry: {remaining} bytes left, the entry needs {need}",
+                position=self.pos)
+
+    cdef Batch _new_batch(self, const uint8_t* p, int32_t size, int magic):
+        cdef Batch b = Batch.__new__(Batch)
+        b.magic = magic
+        b.src = self.src
+        b.position = self.pos
+        b.size = size + LOG_OVERHEAD
+        b.max_decompressed = self.max_decompressed
+        b.verify_crc = self.verify_crc
+        b.crc = load_u32(p + 12 if magic < 2 else p + 17)
+        return b
+
+    cdef Batch _v2(self, const uint8_t* p, int32_t size):
+        cdef Batch b
+        cdef uint32_t computed
+        cdef int codec
+        if size < V2_HEADER - LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch is {size + LOG_OVERHEAD} bytes, shorter than its {V2_HEADER}-byte header",
+                position=self.pos, offset=load_i64(p))
+        b = self._new_batch(p, size, 2)
+        b._base_offset = load_i64(p)
+        b.partition_leader_epoch = load_i32(p + 12)
+        b.attributes = load_u16(p + 21)
+        b.last_offset_delta = load_i32(p + 23)
+        b.last_offset = <int64_t>(<uint64_t>b._base_offset + <uint64_t><int64_t>b.last_offset_delta)
+        b.first_timestamp = load_i64(p + 27)
+        b.max_timestamp = load_i64(p + 35)
+        b.producer_id = load_i64(p + 43)
+        b.producer_epoch = load_i16(p + 51)
+        b.base_sequence = load_i32(p + 53)
+        b._count = load_i32(p + 57)
+        b.payload_pos = self.pos + V2_HEADER
+        b.payload_len = size + LOG_OVERHEAD - V2_HEADER
+        b.ts_type = (b.attributes >> 3) & 1
+        codec = b.attributes & 0x07
+        if codec > 4:
+            raise UnsupportedFormatError(f"unknown compression codec id {codec}",
+                                         position=self.pos + 21, offset=b._base_offset)
+        b.codec = codec
+        b.crc_state = -1
+        if self.verify_crc:
+            computed = crc32c_of(p + 21, size - 9)
+            b.crc_state = computed == b.crc
+            if not b.crc_state:
+                raise CrcMismatchError(
+                    f"record batch CRC-32C {b.crc:#010x} != computed {computed:#010x}",
+                    stored=b.crc, computed=computed, position=self.pos, offset=b._base_offset)
+        if b._count < 0:
+            raise CorruptRecordError(f"records count {b._count} is negative",
+                                     position=self.pos + 57, offset=b._base_offset)
+        return b
+
+    cdef Batch _legacy(self, const uint8_t* p, int32_t size, int magic):
+        cdef FaultInfo fi
+        cdef uint32_t computed
+        cdef Batch b = self._new_batch(p, size, magic)
+        cdef const uint8_t* base = self.src.base
+        b.last_offset = load_i64(p)
+        b._base_offset = b.last_offset
+        b.partition_leader_epoch = -1
+        b.producer_id = -1
+        b.producer_epoch = -1
+        b.base_sequence = -1
+        b.last_offset_delta = 0
+        if parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + size, &b.msg, &fi):
+            raise CorruptRecordError(f"message field runs past the end of the {size}-byte message",
+                                     position=fi.where, offset=b.last_offset)
+        b.attributes = <uint8_t>b.msg.attributes
+        b.codec = b.attributes & 0x07
+        if b.codec > 4:
+            raise UnsupportedFormatError(f"unknown compression codec id {b.codec}",
+                                         position=self.pos + 17, offset=b.last_offset)
+        if b.codec == 4:
+            raise UnsupportedFormatError(f"zstd is not allowed in magic {magic} messages",
+                                         position=self.pos + 17, offset=b.last_offset)
+        b.ts_type = -1 if magic == 0 else (b.attributes >> 3) & 1
+        b.first_timestamp = b.msg.timestamp
+        b.max_timestamp = b.msg.timestamp
+        b._count = 1 if b.codec == 0 else -1
+        b.payload_pos = b.msg.value_pos
+        b.payload_len = max(b.msg.value_len, 0)
+        b.crc_state = -1
+        if self.verify_crc:
+            computed = crc32_of(p + 16, size - 4)
+            b.crc_state = computed == b.crc
+            if not b.crc_state:
+                raise CrcMismatchError(f"message CRC-32 {b.crc:#010x} != computed {computed:#010x}",
+                                       stored=b.crc, computed=computed, position=self.pos,
+                                       offset=b.last_offset)
+        return b

@@ -1,0 +1,125 @@
+# Byte-level helpers shared by every core module: big-endian loads/stores and
+# bounded zigzag varints. Every read takes an end pointer; a read that would pass
+# it returns a fault code instead of touching memory.
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
+
+cdef enum Fault:
+    OK = 0
+    F_TRUNCATED = 1          # a field runs past the end of its enclosing region
+    F_VARINT_TOO_LONG = 2
+
+
+cdef inline uint16_t load_u16(const uint8_t* p) noexcept nogil:
+    return (<uint16_t>p[0] << 8) | p[1]
+
+cdef inline uint32_t load_u32(const uint8_t* p) noexcept nogil:
+    return ((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) |
+            (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+cdef inline uint64_t load_u64(const uint8_t* p) noexcept nogil:
+    return (<uint64_t>load_u32(p) << 32) | load_u32(p + 4)
+
+cdef inline int16_t load_i16(const uint8_t* p) noexcept nogil:
+    return <int16_t>load_u16(p)
+
+cdef inline int32_t load_i32(const uint8_t* p) noexcept nogil:
+    return <int32_t>load_u32(p)
+
+cdef inline int64_t load_i64(const uint8_t* p) noexcept nogil:
+    return <int64_t>load_u64(p)
+
+
+cdef inline void store_u16(uint8_t* p, uint16_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 8)
+    p[1] = <uint8_t>v
+
+cdef inline void store_u32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+cdef inline void store_u64(uint8_t* p, uint64_t v) noexcept nogil:
+    store_u32(p, <uint32_t>(v >> 32))
+    store_u32(p + 4, <uint32_t>v)
+
+
+cdef inline int read_varlong(const uint8_t** pp, const uint8_t* end, int64_t* out) noexcept nogil:
+    """Zigzag varint of at most 10 bytes; advances *pp."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint64_t raw = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        if p >= end:
+            return F_TRUNCATED
+        b = p[0]
+        p += 1
+        raw |= (<uint64_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            break
+        shift += 7
+        if shift >= 70:
+            return F_VARINT_TOO_LONG
+    pp[0] = p
+    out[0] = <int64_t>((raw >> 1) ^ (0 - (raw & 1)))
+    return OK
+
+
+cdef inline int read_varint(const uint8_t** pp, const uint8_t* end, int32_t* out) noexcept nogil:
+    """Zigzag varint of at most 5 bytes (Java's ByteUtils.readVarint); advances *pp."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint32_t raw = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        if p >= end:
+            return F_TRUNCATED
+        b = p[0]
+        p += 1
+        raw |= (<uint32_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            break
+        shift += 7
+        if shift >= 35:
+            return F_VARINT_TOO_LONG
+    pp[0] = p
+    out[0] = <int32_t>((raw >> 1) ^ (0 - (raw & 1)))
+    return OK
+
+
+cdef inline int varlong_size(int64_t v) noexcept nogil:
+    cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef int n = 1
+    while z >= 0x80:
+        z >>= 7
+        n += 1
+    return n
+
+cdef inline uint8_t* write_varlong(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    while z >= 0x80:
+        p[0] = <uint8_t>(z | 0x80)
+        p += 1
+        z >>= 7
+    p[0] = <uint8_t>z
+    return p + 1
+
+
+# Fault codes of the record parsers; kcodec/_core/records.pyx turns each into
+# a typed exception in one place (raise_fault).
+cdef enum RecordFault:
+    F_RECORD_LENGTH = 10         # record length negative or past the batch end
+    F_RECORD_SIZE = 11           # bytes consumed != declared record length
+    F_HEADER_COUNT = 12          # headers count negative or beyond the remaining bytes
+    F_HEADER_KEY_NULL = 13
+    F_TOO_FEW_RECORDS = 14       # batch ends before `count` records
+    F_TRAILING_BYTES = 15        # bytes left after `count` records
+    F_FIELD_PAST_RECORD = 16     # a field runs past its record's declared end
+
+
+cdef struct FaultInfo:
+    int code
+    Py_ssize_t where        # byte position (relative to the parsed buffer) of the failing field
+    int64_t a               # numbers for the message
+    int64_t b

@@ -1,0 +1,253 @@
+"""Codec registry: the compressed streams Kafka writes inside batches and wrappers.
+
+Compression itself is done by the codec libraries; only Kafka's own framing is
+here: snappy-java's "xerial" chunks and the header checksum that Kafka 0.8-0.9
+computed wrongly for lz4 in magic 0. Every decompression is bounded by a
+per-batch limit so that a hostile batch cannot exhaust memory.
+"""
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import xxhash
+import zstandard
+
+from .errors import DecompressionError, DecompressionLimitError, UnsupportedFormatError
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
+
+DEFAULT_MAX_DECOMPRESSED_BYTES = 256 << 20
+ZSTD_MAX_WINDOW = 1 << 27          # libzstd's default window limit, as Java applies it
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK = 32 * 1024           # snappy-java compresses input in blocks of this size
+_be_i32 = struct.Struct(">i")
+
+_zstd_decompressor = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+
+
+def codec_id(name):
+    try:
+        return CODEC_IDS[name]
+    except KeyError:
+        raise ValueError(f"unknown compression {name!r}; choose one of {', '.join(CODEC_NAMES)}") from None
+
+
+def _over_limit(codec, size, limit):
+    return DecompressionLimitError(
+        f"{CODEC_NAMES[codec]} batch decompresses to more than {limit} bytes "
+        f"(at least {size}); raise max_decompressed_bytes to read it")
+
+
+# ---------------------------------------------------------------- decompress
+
+def decompress(codec, data, limit, magic=2):
+    """Decompress one batch's (or wrapper's) records stream; returns a buffer."""
+    if codec == GZIP:
+        return _gunzip(data, limit)
+    if codec == SNAPPY:
+        return _unsnappy(data, limit)
+    if codec == LZ4:
+        return _unlz4(data, limit, magic)
+    if codec == ZSTD:
+        if magic < 2:
+            raise UnsupportedFormatError(f"zstd is not allowed in magic {magic} messages")
+        return _unzstd(data, limit)
+    raise UnsupportedFormatError(f"unknown compression codec id {codec}")
+
+
+def _gunzip(data, limit):
+    pieces = []
+    total = 0
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(31)
+        try:
+            piece = inflater.decompress(rest, limit - total + 1)
+        except zlib.error as exc:
+            raise DecompressionError(f"gzip: {exc}") from None
+        total += len(piece)
+        if total > limit:
+            raise _over_limit(GZIP, total, limit)
+        pieces.append(piece)
+        if not inflater.eof:
+            raise DecompressionError("gzip: stream ends before its last block")
+        rest = inflater.unused_data
+        # Concatenated members are read on; other trailing bytes are ignored,
+        # as java.util.zip.GZIPInputStream does.
+        if not rest.startswith(b"\x1f\x8b"):
+            break
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _snappy_block_len(block, limit, total):
+    try:
+        size = cramjam.snappy.decompress_raw_len(block)
+    except Exception as exc:
+        raise DecompressionError(f"snappy: {exc}") from None
+    if total + size > limit:
+        raise _over_limit(SNAPPY, total + size, limit)
+    return size
+
+
+def _unsnappy(data, limit):
+    view = memoryview(data)
+    if bytes(view[:8]) != XERIAL_MAGIC:
+        _snappy_block_len(view, limit, 0)
+        try:
+            return cramjam.snappy.decompress_raw(view)
+        except Exception as exc:
+            raise DecompressionError(f"snappy: {exc}") from None
+    # xerial: 16-byte header, then [int32 length][raw snappy block] chunks.
+    if len(view) < 16:
+        raise DecompressionError(f"snappy (xerial): header needs 16 bytes, got {len(view)}")
+    blocks = []
+    total = 0
+    pos = 16
+    while pos < len(view):
+        if len(view) - pos < 4:
+            raise DecompressionError(f"snappy (xerial): chunk length cut off at byte {pos}")
+        (size,) = _be_i32.unpack_from(view, pos)
+        pos += 4
+        if size < 0 or size > len(view) - pos:
+            raise DecompressionError(
+                f"snappy (xerial): chunk at byte {pos - 4} declares {size & 0xFFFFFFFF} bytes "
+                f"but {len(view) - pos} remain")
+        block = view[pos:pos + size]
+        out_len = _snappy_block_len(block, limit, total)
+        blocks.append((block, total, out_len))
+        total += out_len
+        pos += size
+    out = bytearray(total)
+    out_view = memoryview(out)
+    for block, start, out_len in blocks:
+        try:
+            written = cramjam.snappy.decompress_raw_into(block, out_view[start:start + out_len])
+        except Exception as exc:
+            raise DecompressionError(f"snappy (xerial): {exc}") from None
+        if written != out_len:
+            raise DecompressionError(f"snappy (xerial): block gave {written} bytes, declared {out_len}")
+    return out
+
+
+def _lz4_header_length(view):
+    """Length of an lz4 frame header (magic through HC), or 0 when malformed."""
+    if len(view) < 7:
+        return 0
+    flg = view[4]
+    length = 7 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    return length if len(view) >= length else 0
+
+
+def _lz4_header_checksum(view, length, magic0_quirk):
+    start = 0 if magic0_quirk else 4
+    return (xxhash.xxh32_intdigest(bytes(view[start:length - 1])) >> 8) & 0xFF
+
+
+def _unlz4(data, limit, magic):
+    view = memoryview(data)
+    pieces = [view]
+    if magic == 0:
+        # Kafka 0.8-0.9 hashed the magic bytes into the header checksum; Java
+        # does not check it for magic 0, so put the standard one in its place.
+        hlen = _lz4_header_length(view)
+        if hlen:
+            header = bytearray(view[:hlen])
+            header[hlen - 1] = _lz4_header_checksum(view, hlen, False)
+            pieces = [header, view[hlen:]]
+    decomp = lz4.frame.LZ4FrameDecompressor()
+    out = []
+    total = 0
+    step = min(limit + 1, max(1 << 16, 8 * len(view)))
+    try:
+        for piece in pieces:
+            while True:
+                chunk = decomp.decompress(piece, max_length=min(step, limit - total + 1))
+                piece = b""
+                total += len(chunk)
+                if total > limit:
+                    raise _over_limit(LZ4, total, limit)
+                out.append(chunk)
+                if decomp.eof or decomp.needs_input:
+                    break
+            if decomp.eof:
+                break
+    except RuntimeError as exc:
+        raise DecompressionError(f"lz4: {exc}") from None
+    if not decomp.eof:
+        raise DecompressionError("lz4: frame ends before its end mark")
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _unzstd(data, limit):
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        raise DecompressionError(f"zstd: {exc}") from None
+    try:
+        if 0 <= declared <= limit:
+            try:
+                return _zstd_decompressor.decompress(data, allow_extra_data=False)
+            except zstandard.ZstdError as exc:
+                if "extra" not in str(exc):     # several frames: read them below
+                    raise
+        reader = _zstd_decompressor.stream_reader(data, read_across_frames=True)
+        out = []
+        total = 0
+        step = min(limit + 1, max(1 << 16, 8 * len(data)))
+        while True:
+            chunk = reader.read(min(step, limit - total + 1))
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise _over_limit(ZSTD, total, limit)
+            out.append(chunk)
+        return out[0] if len(out) == 1 else b"".join(out)
+    except zstandard.ZstdError as exc:
+        raise DecompressionError(f"zstd: {exc}") from None
+
+
+# ------------------------------------------------------------------ compress
+
+def compress(codec, data, level=None, magic=2):
+    """Compress a records stream the way Java's producer frames it."""
+    if codec == GZIP:
+        deflater = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)
+        return deflater.compress(data) + deflater.flush()
+    if codec == SNAPPY:
+        return _snappy_xerial(data)
+    if codec == LZ4:
+        return _lz4_frame(data, level, magic)
+    if codec == ZSTD:
+        if magic < 2:
+            raise UnsupportedFormatError(f"zstd is not allowed in magic {magic} messages")
+        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
+    raise UnsupportedFormatError(f"unknown compression codec id {codec}")
+
+
+def _snappy_xerial(data):
+    view = memoryview(data)
+    parts = [XERIAL_HEADER]
+    for start in range(0, len(view), XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(view[start:start + XERIAL_BLOCK]))
+        parts.append(_be_i32.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _lz4_frame(data, level, magic):
+    frame = lz4.frame.compress(
+        data, compression_level=0 if level is None else level,
+        block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+        content_checksum=False, store_size=False)
+    if magic == 0:
+        frame = bytearray(frame)
+        hlen = _lz4_header_length(frame)
+        frame[hlen - 1] = _lz4_header_checksum(memoryview(frame), hlen, True)
+        frame = bytes(frame)
+    return frame

@@ -1,0 +1,213 @@
+"""The object API: batches and records read from any buffer, and encoders.
+
+All format rules live in the compiled core (kcodec._core); this module only
+chooses options, filters transactions and normalises what callers pass in.
+"""
+import time
+
+from . import compression
+from ._core.build import encode_control as _encode_control, encode_legacy, encode_v2
+from ._core.records import Batch, BatchReader, ControlRecord, Record
+
+DEFAULT_MAX_DECOMPRESSED_BYTES = compression.DEFAULT_MAX_DECOMPRESSED_BYTES
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+_TIMESTAMP_TYPES = {"CreateTime": 0, "LogAppendTime": 1}
+_CONTROL_KINDS = {"ABORT": 0, "COMMIT": 1}
+
+
+def read_batches(data, *, verify_crc=True, max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 partial="stop", max_entry_bytes=None):
+    """Iterate the entries of a record set (a fetch payload, a produce payload,
+    a slice of a .log file) as Batch objects, without copying the input."""
+    return BatchReader(data, verify_crc=verify_crc, max_decompressed_bytes=max_decompressed_bytes,
+                       partial=partial, max_entry_bytes=max_entry_bytes)
+
+
+def read_records(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",
+                 aborted=None, max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 partial="stop"):
+    """Iterate the records of a record set, as a consumer sees them.
+
+    isolation="read_committed" drops batches of aborted transactions. `aborted`
+    is the (producer_id, first_offset) list a Fetch response carries; without
+    it, the aborted transactions are found by scanning the data itself."""
+    batches = read_batches(data, verify_crc=verify_crc, partial=partial,
+                           max_decompressed_bytes=max_decompressed_bytes)
+    if _check_isolation(isolation) == "read_committed":
+        if aborted is None:
+            aborted = aborted_transactions(read_batches(
+                data, verify_crc=verify_crc, partial=partial,
+                max_decompressed_bytes=max_decompressed_bytes))
+        batches = committed(batches, aborted)
+    for batch in batches:
+        if batch.is_control and not include_control:
+            continue
+        yield from batch
+
+
+def _check_isolation(isolation):
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
+    return isolation
+
+
+def _marker_type(batch):
+    for record in batch:
+        return record.control.type
+    return None
+
+
+def committed(batches, aborted):
+    """Drop the batches of aborted transactions, as a read_committed consumer
+    does: an aborted (producer_id, first_offset) entry opens once a batch
+    reaches first_offset; that producer's ABORT marker closes it."""
+    pending = sorted(aborted, key=lambda entry: entry[1])
+    next_pending = 0
+    open_aborts = set()
+    for batch in batches:
+        while next_pending < len(pending) and pending[next_pending][1] <= batch.last_offset:
+            open_aborts.add(pending[next_pending][0])
+            next_pending += 1
+        if batch.is_control:
+            if batch.producer_id in open_aborts and _marker_type(batch) == "ABORT":
+                open_aborts.discard(batch.producer_id)
+        elif batch.is_transactional and batch.producer_id in open_aborts:
+            continue
+        yield batch
+
+
+def aborted_transactions(batches):
+    """(producer_id, first_offset) of every aborted transaction in `batches`,
+    found from the ABORT markers (what a broker's .txnindex lists)."""
+    first_offsets = {}
+    found = []
+    for batch in batches:
+        if not batch.is_transactional:
+            continue
+        pid = batch.producer_id
+        if batch.is_control:
+            first = first_offsets.pop(pid, None)
+            if first is not None and _marker_type(batch) == "ABORT":
+                found.append((pid, first))
+        else:
+            first_offsets.setdefault(pid, batch.base_offset)
+    return found
+
+
+# ------------------------------------------------------------------ encoding
+
+def _blob(value, what):
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    try:
+        return bytes(memoryview(value))
+    except TypeError:
+        raise TypeError(f"record {what} must be bytes-like, str or None, not "
+                        f"{type(value).__name__}") from None
+
+
+def _headers(headers):
+    if not headers:
+        return ()
+    return tuple((_blob(k, "header key"), _blob(v, "header value")) for k, v in headers)
+
+
+def _columns(records, default_ts):
+    keys, values, timestamps, headers = [], [], [], []
+    for r in records:
+        if isinstance(r, Record):
+            key, value, ts, hdrs = r.key, r.value, r.timestamp, r.headers
+        elif isinstance(r, dict):
+            key, value = r.get("key"), r.get("value")
+            ts, hdrs = r.get("timestamp"), r.get("headers")
+        elif isinstance(r, tuple) and len(r) in (2, 4):
+            key, value = r[0], r[1]
+            ts, hdrs = (r[2], r[3]) if len(r) == 4 else (None, None)
+        else:
+            raise TypeError("a record is a kcodec.Record, a (key, value) or "
+                            "(key, value, timestamp, headers) tuple, or a dict of those names")
+        if hdrs and any(h[0] is None for h in hdrs):
+            raise ValueError("a header key may not be None")
+        keys.append(_blob(key, "key"))
+        values.append(_blob(value, "value"))
+        timestamps.append(default_ts if ts is None else int(ts))
+        headers.append(_headers(hdrs))
+    return keys, values, timestamps, headers
+
+
+def _table_rows(table):
+    columns = {name: table.column(name).to_pylist() for name in table.column_names}
+    n = table.num_rows
+    ts = columns.get("timestamp")
+    if ts is not None:
+        ts = [None if t is None else int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t
+              for t in ts]
+    hdrs = columns.get("headers")
+    for i in range(n):
+        yield {
+            "key": columns["key"][i] if "key" in columns else None,
+            "value": columns["value"][i],
+            "timestamp": ts[i] if ts is not None else None,
+            "headers": [(h["key"], h["value"]) for h in hdrs[i]] if hdrs and hdrs[i] else None,
+        }
+
+
+def encode(records, *, magic=2, compression="none", compression_level=None, base_offset=0,
+           timestamp_type="CreateTime", producer_id=-1, producer_epoch=-1, base_sequence=-1,
+           transactional=False, partition_leader_epoch=-1, max_batch_bytes=1 << 20):
+    """Encode records into a record set of the given magic, as Kafka writes it."""
+    if magic not in (0, 1, 2):
+        raise ValueError(f"magic must be 0, 1 or 2, not {magic!r}")
+    codec = _codec(compression)
+    if timestamp_type not in _TIMESTAMP_TYPES:
+        raise ValueError(f"timestamp_type must be one of {tuple(_TIMESTAMP_TYPES)}")
+    if max_batch_bytes < 1:
+        raise ValueError("max_batch_bytes must be positive")
+    if hasattr(records, "column_names") and hasattr(records, "num_rows"):
+        records = _table_rows(records)
+    keys, values, timestamps, headers = _columns(records, int(time.time() * 1000))
+    if not keys:
+        return b""
+    ts_type = _TIMESTAMP_TYPES[timestamp_type]
+    if magic == 2:
+        attributes = (0x08 if ts_type else 0) | (0x10 if transactional else 0)
+        batches = encode_v2(keys, values, timestamps, headers, base_offset=base_offset,
+                            codec=codec, level=compression_level, attributes=attributes,
+                            producer_id=producer_id, producer_epoch=producer_epoch,
+                            base_sequence=base_sequence,
+                            partition_leader_epoch=partition_leader_epoch,
+                            max_batch_bytes=max_batch_bytes)
+    else:
+        if any(headers):
+            raise ValueError(f"magic {magic} messages cannot carry headers")
+        if transactional or producer_id != -1:
+            raise ValueError(f"magic {magic} messages have no producer id or transactions")
+        batches = encode_legacy(keys, values, timestamps, magic=magic, base_offset=base_offset,
+                                codec=codec, level=compression_level, timestamp_type=ts_type,
+                                max_batch_bytes=max_batch_bytes)
+    return batches[0] if len(batches) == 1 else b"".join(batches)
+
+
+_codec_module = compression
+
+
+def _codec(name):
+    return _codec_module.codec_id(name)
+
+
+def encode_control(kind, *, producer_id, producer_epoch, offset, coordinator_epoch=0,
+                   timestamp=None, partition_leader_epoch=-1):
+    """An end-transaction marker batch: kind "COMMIT" or "ABORT"."""
+    if kind not in _CONTROL_KINDS:
+        raise ValueError(f"kind must be 'COMMIT' or 'ABORT', not {kind!r}")
+    return _encode_control(_CONTROL_KINDS[kind], producer_id=producer_id,
+                           producer_epoch=producer_epoch, offset=offset,
+                           coordinator_epoch=coordinator_epoch,
+                           timestamp=int(time.time() * 1000) if timestamp is None else timestamp,
+                           partition_leader_epoch=partition_leader_epoch)
+
+
+__all__ = ["Batch", "Record", "ControlRecord", "read_batches", "read_records", "encode",
+           "encode_control", "committed", "aborted_transactions"]

@@ -1,0 +1,26 @@
+"""The compiled core: one extension per kcodec/_core/*.pyx (project metadata is
+in pyproject.toml)."""
+from pathlib import Path
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+CORE = Path("kcodec") / "_core"
+
+extensions = [
+    Extension(
+        f"kcodec._core.{pyx.stem}",
+        [str(pyx)],
+        include_dirs=[str(CORE)],
+        extra_compile_args=["-O3"],
+    )
+    for pyx in sorted(CORE.glob("*.pyx"))
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": "3", "embedsignature": True},
+        include_path=["."],
+    ),
+)

@@ -1,0 +1,33 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def fixtures_dir():
+    """The shared record-data fixtures: $KCODEC_FIXTURES, or shared/fixtures
+    beside this checkout (where CI puts them)."""
+    env = os.environ.get("KCODEC_FIXTURES")
+    return Path(env) if env else REPO.parent / "shared" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def fixtures_path():
+    path = fixtures_dir()
+    if not (path / "index.json").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"shared fixtures not found at {path}")
+        pytest.skip(f"shared fixtures not found at {path} (set KCODEC_FIXTURES)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _no_swallowed_exceptions(capfd):
+    """C code can swallow an exception and only print 'Exception ignored'."""
+    yield
+    _, err = capfd.readouterr()
+    sys.stderr.write(err)
+    assert "Exception ignored" not in err, err

