@@ -7,7 +7,7 @@ import time
 
 from . import compression
 from ._core.build import encode_control as _encode_control, encode_legacy, encode_v2
-from ._core.records import Batch, BatchReader, ControlRecord, Record
+from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIterator
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = compression.DEFAULT_MAX_DECOMPRESSED_BYTES
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -39,10 +39,7 @@ def read_records(data, *, verify_crc=True, include_control=False, isolation="rea
                 data, verify_crc=verify_crc, partial=partial,
                 max_decompressed_bytes=max_decompressed_bytes))
         batches = committed(batches, aborted)
-    for batch in batches:
-        if batch.is_control and not include_control:
-            continue
-        yield from batch
+    return RecordIterator(batches, include_control)
 
 
 def _check_isolation(isolation):

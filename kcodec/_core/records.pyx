@@ -33,6 +33,7 @@ cdef enum:
     MIN_ENTRY_SIZE = 14          # smallest v0 message; Java enforces it for every magic
     V2_HEADER = 61
     V2_MIN_RECORD = 7            # length, attributes, ts, offset, key, value, headers: 1 byte each
+    NOGIL_MIN_BYTES = 65536      # below this, releasing the GIL costs more than it frees
 
 cdef tuple TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 cdef tuple CONTROL_TYPES = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER",
@@ -277,6 +278,7 @@ cdef int parse_legacy_message(const uint8_t* base, const uint8_t* p, const uint8
 # ------------------------------------------------------------ public objects
 
 @cython.final
+@cython.no_gc
 cdef class ControlRecord:
     """The key (and, for transaction markers, value) of a control record."""
     cdef readonly str type
@@ -290,6 +292,7 @@ cdef class ControlRecord:
 
 
 @cython.final
+@cython.no_gc
 @cython.freelist(256)
 cdef class Record:
     """One record. key/value are made on access; key_view/value_view are
@@ -396,6 +399,7 @@ cdef inline Record new_record(Source src, Slot* s, int8_t ts_type):
 
 
 @cython.final
+@cython.no_gc
 cdef class Batch:
     """One entry of a record set: a v2 record batch, or a v0/v1 message (a
     compressed v0/v1 message is a batch of its inner messages)."""
@@ -539,10 +543,16 @@ cdef class Batch:
         if slots == NULL:
             raise MemoryError()
         try:
-            with nogil:
+            if n < NOGIL_MIN_BYTES:
                 st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
                                       self._base_offset, self.first_timestamp, self.max_timestamp,
                                       self.ts_type == 1, self.base_sequence, slots, &fi)
+            else:
+                with nogil:
+                    st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
+                                          self._base_offset, self.first_timestamp,
+                                          self.max_timestamp, self.ts_type == 1,
+                                          self.base_sequence, slots, &fi)
             if st:
                 raise_fault(&fi, self, self.codec != 0)
             out = [new_record(data, &slots[i], self.ts_type) for i in range(count)]
@@ -684,6 +694,7 @@ cdef ControlRecord parse_control(Record r, Batch batch):
 # --------------------------------------------------------------- scanning
 
 @cython.final
+@cython.no_gc
 cdef class BatchReader:
     """Iterates the entries of a record set, verifying CRCs as it goes."""
     cdef Source src
@@ -836,3 +847,34 @@ cdef class BatchReader:
                                        stored=b.crc, computed=computed, position=self.pos,
                                        offset=b.last_offset)
         return b
+
+
+@cython.final
+cdef class RecordIterator:
+    """Flattens batches into records (skipping control batches unless asked)
+    without a Python generator frame per record."""
+    cdef object batches
+    cdef bint include_control
+    cdef list current
+    cdef Py_ssize_t index
+
+    def __init__(self, batches, bint include_control=False):
+        self.batches = iter(batches)
+        self.include_control = include_control
+        self.current = []
+        self.index = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef Batch batch
+        while self.index >= len(self.current):
+            batch = next(self.batches)
+            if batch.attributes & 0x20 and batch.magic == 2 and not self.include_control:
+                continue
+            self.current = batch._loaded()
+            self.index = 0
+        record = self.current[self.index]
+        self.index += 1
+        return record
