@@ -1,5 +1,4 @@
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,3 @@ def fixtures_path():
             pytest.fail(f"shared fixtures not found at {path}")
         pytest.skip(f"shared fixtures not found at {path} (set KCODEC_FIXTURES)")
     return path
-
-
-@pytest.fixture(autouse=True)
-def _no_swallowed_exceptions(capfd):
-    """C code can swallow an exception and only print 'Exception ignored'."""
-    yield
-    _, err = capfd.readouterr()
-    sys.stderr.write(err)
-    assert "Exception ignored" not in err, err
