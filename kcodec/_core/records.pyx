@@ -47,13 +47,11 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = _compression.DEFAULT_MAX_DECOMPRESSED_BYTES
 
 @cython.final
 cdef class Source:
-    """Holds one buffer export for as long as records point into it, and
-    re-exports it as bytes so that views of it are zero-copy."""
+    """Holds one buffer export for as long as records point into it."""
     cdef Py_buffer view
     cdef bint acquired
     cdef const uint8_t* base
     cdef Py_ssize_t length
-    cdef object _mv
 
     def __cinit__(self, obj):
         PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
@@ -65,16 +63,29 @@ cdef class Source:
         if self.acquired:
             PyBuffer_Release(&self.view)
 
+    cdef inline object slice(self, Py_ssize_t pos, Py_ssize_t n):
+        """A read-only memoryview of [pos, pos+n), zero-copy, keeping this alive."""
+        cdef Region region = Region.__new__(Region)
+        region.src = self
+        region.pos = pos
+        region.n = n
+        return memoryview(region)
+
+
+@cython.final
+@cython.no_gc
+cdef class Region:
+    """Exports part of a Source as bytes. (A memoryview cached on the Source
+    and sliced would form a reference cycle the GC cannot clear while views
+    of it are exported.)"""
+    cdef Source src
+    cdef Py_ssize_t pos, n
+
     def __getbuffer__(self, Py_buffer* buffer, int flags):
-        PyBuffer_FillInfo(buffer, self, <void*>self.base, self.length, 1, flags)
+        PyBuffer_FillInfo(buffer, self, <void*>(self.src.base + self.pos), self.n, 1, flags)
 
     def __releasebuffer__(self, Py_buffer* buffer):
         pass
-
-    cdef inline object slice(self, Py_ssize_t pos, Py_ssize_t n):
-        if self._mv is None:
-            self._mv = memoryview(self)
-        return self._mv[pos:pos + n]
 
 
 cdef Source as_source(obj):
