@@ -740,7 +740,9 @@ cdef class BatchReader:
         cdef Py_ssize_t remaining = self.src.length - self.pos
         cdef int32_t size
         cdef int magic
-        if remaining < HEADER_UP_TO_MAGIC:
+        # Java's order (ByteBufferLogInputStream): a size is judged as soon as
+        # it can be read; only then is a short remainder a partial entry.
+        if remaining < LOG_OVERHEAD:
             self._partial(remaining, -1)
             raise StopIteration
         size = load_i32(p + 8)
@@ -750,7 +752,7 @@ cdef class BatchReader:
         if size > self.max_entry:
             raise CorruptRecordError(f"entry size {size} exceeds the maximum {self.max_entry}",
                                      position=self.pos, offset=load_i64(p))
-        if size > remaining - LOG_OVERHEAD:
+        if remaining < HEADER_UP_TO_MAGIC or size > remaining - LOG_OVERHEAD:
             self._partial(remaining, size)
             raise StopIteration
         magic = <int8_t>p[16]
@@ -763,7 +765,8 @@ cdef class BatchReader:
 
     cdef _partial(self, Py_ssize_t remaining, int32_t size):
         if remaining and self.partial_error:
-            need = f"{size + LOG_OVERHEAD} bytes" if size >= 0 else f"at least {HEADER_UP_TO_MAGIC} bytes"
+            need = (f"{max(size + LOG_OVERHEAD, HEADER_UP_TO_MAGIC)} bytes" if size >= 0
+                    else f"at least {LOG_OVERHEAD} bytes")
             raise CorruptRecordError(
                 f"partial trailing entry: {remaining} bytes left, the entry needs {need}",
                 position=self.pos)

@@ -1,0 +1,56 @@
+"""Behaviour of the object API that the fixture and peer suites do not pin down."""
+import gc
+
+import numpy as np
+import pytest
+
+import kcodec
+
+
+def test_zero_copy_views_point_into_the_input():
+    data = bytearray(kcodec.encode([(b"key", b"value-bytes", 1, [])]))
+    record = next(kcodec.read_records(data))
+    view = record.value_view
+    assert bytes(view) == b"value-bytes" and view.readonly
+    data[data.index(b"value-bytes")] = ord("V")     # a view, not a copy
+    assert bytes(view) == b"Value-bytes"
+
+
+def test_views_outlive_records_and_gc_of_memoryview_inputs():
+    data = memoryview(kcodec.encode([(b"k", b"v" * 10, 1, [])] * 3, compression="gzip"))
+    records = list(kcodec.read_records(data))
+    views = [r.key_view for r in records] + [r.value_view for r in records]
+    del records
+    gc.collect()                        # no "Exception ignored in tp_clear"
+    assert [bytes(v) for v in views] == [b"k"] * 3 + [b"v" * 10] * 3
+
+
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview,
+                                  lambda b: np.frombuffer(b, dtype=np.uint8)])
+def test_any_buffer_is_input(wrap):
+    data = kcodec.encode([(b"a", b"b", 5, [("h", None)])], compression="lz4")
+    (record,) = kcodec.read_records(wrap(data))
+    assert (record.key, record.value, record.timestamp, record.headers) == (
+        b"a", b"b", 5, (("h", None),))
+
+
+def test_complete_entry_with_size_below_minimum_is_corrupt_not_partial():
+    data = bytes.fromhex("0000000000000003" "00000003" "feb01d")
+    with pytest.raises(kcodec.CorruptRecordError) as err:
+        list(kcodec.read_batches(data))
+    assert err.value.position == 0
+
+
+def test_decompression_limit_is_per_batch():
+    data = kcodec.encode([(None, b"x" * 100_000)] * 3, compression="zstd", max_batch_bytes=150_000)
+    assert len(list(kcodec.read_records(data, max_decompressed_bytes=200_000))) == 3
+    with pytest.raises(kcodec.DecompressionLimitError) as err:
+        list(kcodec.read_records(data, max_decompressed_bytes=50_000))
+    assert err.value.position == 0
+
+
+def test_python_made_records_encode():
+    records = [kcodec.Record(b"k", None, 10, [("a", b"1")]), kcodec.Record(None, b"v", 11)]
+    decoded = list(kcodec.read_records(kcodec.encode(records, base_offset=3)))
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in decoded] == [
+        (3, b"k", None, 10, (("a", b"1"),)), (4, None, b"v", 11, ())]
