@@ -21,6 +21,8 @@ CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 << 20
 ZSTD_MAX_WINDOW = 1 << 27          # libzstd's default window limit, as Java applies it
+ZSTD_MAX_EXPANSION = 1 << 15
+SNAPPY_MAX_EXPANSION = 22          # a 3-byte copy op writes at most 64 bytes
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -89,6 +91,9 @@ def _snappy_block_len(block, limit, total):
         size = cramjam.snappy.decompress_raw_len(block)
     except Exception as exc:
         raise DecompressionError(f"snappy: {exc}") from None
+    if size > SNAPPY_MAX_EXPANSION * len(block) + 64:
+        raise DecompressionError(
+            f"snappy: a {len(block)}-byte block cannot hold the {size} bytes it declares")
     if total + size > limit:
         raise _over_limit(SNAPPY, total + size, limit)
     return size
@@ -184,32 +189,44 @@ def _unlz4(data, limit, magic):
 
 
 def _unzstd(data, limit):
+    view = memoryview(data)
     try:
-        declared = zstandard.frame_content_size(data)
+        declared = zstandard.frame_content_size(view)
+        if 0 < declared <= limit:
+            # One frame that states its size: a single exact-size decompression.
+            try:
+                return _zstd_decompressor.decompress(view, allow_extra_data=False)
+            except zstandard.ZstdError:
+                pass                    # several frames, or corrupt: found out below
+        return _unzstd_frames(view, limit)
     except zstandard.ZstdError as exc:
         raise DecompressionError(f"zstd: {exc}") from None
-    try:
-        if 0 <= declared <= limit:
-            try:
-                return _zstd_decompressor.decompress(data, allow_extra_data=False)
-            except zstandard.ZstdError as exc:
-                if "extra" not in str(exc):     # several frames: read them below
-                    raise
-        reader = _zstd_decompressor.stream_reader(data, read_across_frames=True)
-        out = []
-        total = 0
-        step = min(limit + 1, max(1 << 16, 8 * len(data)))
+
+
+def _unzstd_frames(view, limit):
+    # Frame by frame, feeding input in slices small enough that one slice cannot
+    # overshoot the limit by much: a zstd block expands at most ZSTD_MAX_EXPANSION
+    # times (an RLE block: 4 bytes of input, 128 KiB of output).
+    out = []
+    total = 0
+    pos = 0
+    while pos < len(view):
+        frame = _zstd_decompressor.decompressobj()
         while True:
-            chunk = reader.read(min(step, limit - total + 1))
-            if not chunk:
-                break
+            step = max(64, (limit - total) // ZSTD_MAX_EXPANSION)
+            piece = view[pos:pos + step]
+            pos += len(piece)
+            chunk = frame.decompress(piece)
             total += len(chunk)
             if total > limit:
                 raise _over_limit(ZSTD, total, limit)
             out.append(chunk)
-        return out[0] if len(out) == 1 else b"".join(out)
-    except zstandard.ZstdError as exc:
-        raise DecompressionError(f"zstd: {exc}") from None
+            if frame.eof:
+                pos -= len(frame.unused_data)
+                break
+            if pos >= len(view):
+                raise DecompressionError("zstd: the data ends inside a frame")
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 # ------------------------------------------------------------------ compress

@@ -6,11 +6,12 @@ chooses options, filters transactions and normalises what callers pass in.
 import time
 
 from . import compression
-from ._core.build import encode_control as _encode_control, encode_legacy, encode_v2
+from ._core.build import columns, encode_control as _encode_control, encode_legacy, encode_v2
 from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIterator
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = compression.DEFAULT_MAX_DECOMPRESSED_BYTES
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+INT64_MAX = (1 << 63) - 1
 _TIMESTAMP_TYPES = {"CreateTime": 0, "LogAppendTime": 1}
 _CONTROL_KINDS = {"ABORT": 0, "COMMIT": 1}
 
@@ -93,47 +94,6 @@ def aborted_transactions(batches):
 
 # ------------------------------------------------------------------ encoding
 
-def _blob(value, what):
-    if value is None or type(value) is bytes:
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    try:
-        return bytes(memoryview(value))
-    except TypeError:
-        raise TypeError(f"record {what} must be bytes-like, str or None, not "
-                        f"{type(value).__name__}") from None
-
-
-def _headers(headers):
-    if not headers:
-        return ()
-    return tuple((_blob(k, "header key"), _blob(v, "header value")) for k, v in headers)
-
-
-def _columns(records, default_ts):
-    keys, values, timestamps, headers = [], [], [], []
-    for r in records:
-        if isinstance(r, Record):
-            key, value, ts, hdrs = r.key, r.value, r.timestamp, r.headers
-        elif isinstance(r, dict):
-            key, value = r.get("key"), r.get("value")
-            ts, hdrs = r.get("timestamp"), r.get("headers")
-        elif isinstance(r, tuple) and len(r) in (2, 4):
-            key, value = r[0], r[1]
-            ts, hdrs = (r[2], r[3]) if len(r) == 4 else (None, None)
-        else:
-            raise TypeError("a record is a kcodec.Record, a (key, value) or "
-                            "(key, value, timestamp, headers) tuple, or a dict of those names")
-        if hdrs and any(h[0] is None for h in hdrs):
-            raise ValueError("a header key may not be None")
-        keys.append(_blob(key, "key"))
-        values.append(_blob(value, "value"))
-        timestamps.append(default_ts if ts is None else int(ts))
-        headers.append(_headers(hdrs))
-    return keys, values, timestamps, headers
-
-
 def _table_rows(table):
     columns = {name: table.column(name).to_pylist() for name in table.column_names}
     n = table.num_rows
@@ -164,9 +124,12 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
         raise ValueError("max_batch_bytes must be positive")
     if hasattr(records, "column_names") and hasattr(records, "num_rows"):
         records = _table_rows(records)
-    keys, values, timestamps, headers = _columns(records, int(time.time() * 1000))
+    keys, values, timestamps, headers = columns(records, int(time.time() * 1000), Record)
     if not keys:
         return b""
+    if base_offset < 0 or base_offset + len(keys) - 1 > INT64_MAX:
+        raise ValueError(f"offsets {base_offset}..{base_offset + len(keys) - 1} do not fit "
+                         "Kafka's int64 offsets")
     ts_type = _TIMESTAMP_TYPES[timestamp_type]
     if magic == 2:
         attributes = (0x08 if ts_type else 0) | (0x10 if transactional else 0)

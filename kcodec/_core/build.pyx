@@ -4,6 +4,7 @@
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.string cimport memcpy
 
 from kcodec._core.wire cimport *
@@ -12,6 +13,61 @@ from kcodec._core.crc cimport crc32c_of, crc32_of
 from kcodec import compression as _compression
 
 cdef object _compress = _compression.compress
+cdef tuple NO_HEADERS = ()
+
+
+cdef object as_blob(object value, str what):
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return (<str>value).encode()
+    try:
+        return bytes(memoryview(value))
+    except TypeError:
+        raise TypeError(f"record {what} must be bytes-like, str or None, not "
+                        f"{type(value).__name__}") from None
+
+
+cdef tuple as_headers(object headers):
+    if not headers:
+        return NO_HEADERS
+    out = []
+    for hk, hv in headers:
+        if hk is None:
+            raise ValueError("a header key may not be None")
+        out.append((as_blob(hk, "header key"), as_blob(hv, "header value")))
+    return tuple(out)
+
+
+def columns(records, int64_t default_timestamp, record_type):
+    """Split records into keys, values, timestamps and headers lists. A record
+    is a `record_type` (kcodec.Record), a (key, value) or (key, value,
+    timestamp, headers) tuple, or a dict with those names."""
+    cdef list keys = [], values = [], timestamps = [], headers = []
+    cdef Py_ssize_t width
+    for r in records:
+        if isinstance(r, tuple):
+            width = len(<tuple>r)
+            if width == 4:
+                key, value, ts, hdrs = <tuple>r
+            elif width == 2:
+                key, value = <tuple>r
+                ts = hdrs = None
+            else:
+                raise TypeError(f"a record tuple has 2 or 4 items, not {width}")
+        elif isinstance(r, record_type):
+            key, value, ts, hdrs = r.key, r.value, r.timestamp, r.headers
+        elif isinstance(r, dict):
+            key, value = r.get("key"), r.get("value")
+            ts, hdrs = r.get("timestamp"), r.get("headers")
+        else:
+            raise TypeError("a record is a kcodec.Record, a (key, value) or "
+                            "(key, value, timestamp, headers) tuple, or a dict of those names")
+        keys.append(key if key is None or type(key) is bytes else as_blob(key, "key"))
+        values.append(value if value is None or type(value) is bytes else as_blob(value, "value"))
+        timestamps.append(default_timestamp if ts is None else int(ts))
+        headers.append(NO_HEADERS if not hdrs else as_headers(hdrs))
+    return keys, values, timestamps, headers
 
 cdef enum:
     LOG_OVERHEAD = 12
@@ -53,20 +109,19 @@ cdef Py_ssize_t record_body_size(object key, object value, tuple headers,
 
 
 cdef bytes v2_records(list keys, list values, list timestamps, list headers,
-                      Py_ssize_t start, Py_ssize_t stop, int64_t base_ts, Py_ssize_t size):
+                      Py_ssize_t start, Py_ssize_t stop, int64_t base_ts, Py_ssize_t size,
+                      const Py_ssize_t* bodies):
+    """The records section of one batch; bodies[i] is record i's body size."""
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
     cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
-    cdef Py_ssize_t i, body
-    cdef int64_t ts_delta
+    cdef Py_ssize_t i
     cdef tuple hdrs
     for i in range(start, stop):
         hdrs = <tuple>headers[i]
-        ts_delta = <int64_t>timestamps[i] - base_ts
-        body = record_body_size(keys[i], values[i], hdrs, ts_delta, i - start)
-        p = write_varlong(p, body)
+        p = write_varlong(p, bodies[i])
         p[0] = 0
         p += 1
-        p = write_varlong(p, ts_delta)
+        p = write_varlong(p, <int64_t>timestamps[i] - base_ts)
         p = write_varlong(p, i - start)
         p = write_blob_varint(p, keys[i])
         p = write_blob_varint(p, values[i])
@@ -106,46 +161,53 @@ cdef bytes v2_batch(object records, int32_t count, int64_t base_offset, int attr
 
 def encode_v2(list keys, list values, list timestamps, list headers, *,
               int64_t base_offset, int codec, level, int attributes,
-              int64_t producer_id, int producer_epoch, int32_t base_sequence,
+              int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
               int32_t partition_leader_epoch, Py_ssize_t max_batch_bytes):
     """Encode records as v2 batches of at most max_batch_bytes each (before
     compression; a batch always takes at least one record). Returns a list."""
     cdef Py_ssize_t n = len(keys)
-    cdef Py_ssize_t start = 0, stop, size, rec, body
+    cdef Py_ssize_t start = 0, stop, size, rec
     cdef int64_t base_ts, max_ts, ts
     cdef int32_t seq
     cdef list batches = []
+    cdef Py_ssize_t* bodies = <Py_ssize_t*>PyMem_Malloc(max(n, 1) * sizeof(Py_ssize_t))
+    if bodies == NULL:
+        raise MemoryError()
     attributes |= codec
-    while start < n:
-        base_ts = timestamps[start]
-        max_ts = base_ts
-        size = 0
-        stop = start
-        while stop < n:
-            ts = timestamps[stop]
-            body = record_body_size(keys[stop], values[stop], <tuple>headers[stop],
-                                    ts - base_ts, stop - start)
-            rec = varlong_size(body) + body
-            if stop > start and V2_HEADER + size + rec > max_batch_bytes:
-                break
-            size += rec
-            if ts > max_ts:
-                max_ts = ts
-            stop += 1
-        records = v2_records(keys, values, timestamps, headers, start, stop, base_ts, size)
-        if codec:
-            records = _compress(codec, records, level, 2)
-        seq = base_sequence
-        if base_sequence >= 0:
-            seq = <int32_t>((<int64_t>base_sequence + start) % (<int64_t>0x7FFFFFFF + 1))
-        batches.append(v2_batch(records, <int32_t>(stop - start), base_offset + start, attributes,
-                                <int32_t>(stop - start - 1), base_ts, max_ts, producer_id,
-                                producer_epoch, seq, partition_leader_epoch))
-        start = stop
+    try:
+        while start < n:
+            base_ts = timestamps[start]
+            max_ts = base_ts
+            size = 0
+            stop = start
+            while stop < n:
+                ts = timestamps[stop]
+                bodies[stop] = record_body_size(keys[stop], values[stop], <tuple>headers[stop],
+                                                ts - base_ts, stop - start)
+                rec = varlong_size(bodies[stop]) + bodies[stop]
+                if stop > start and V2_HEADER + size + rec > max_batch_bytes:
+                    break
+                size += rec
+                if ts > max_ts:
+                    max_ts = ts
+                stop += 1
+            records = v2_records(keys, values, timestamps, headers, start, stop, base_ts, size,
+                                 bodies)
+            if codec:
+                records = _compress(codec, records, level, 2)
+            seq = base_sequence
+            if base_sequence >= 0:
+                seq = <int32_t>((<int64_t>base_sequence + start) % (<int64_t>0x7FFFFFFF + 1))
+            batches.append(v2_batch(records, <int32_t>(stop - start), base_offset + start,
+                                    attributes, <int32_t>(stop - start - 1), base_ts, max_ts,
+                                    producer_id, producer_epoch, seq, partition_leader_epoch))
+            start = stop
+    finally:
+        PyMem_Free(bodies)
     return batches
 
 
-def encode_control(int type_id, *, int64_t producer_id, int producer_epoch, int64_t offset,
+def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, int64_t offset,
                    int32_t coordinator_epoch, int64_t timestamp, int32_t partition_leader_epoch=-1):
     """An end-transaction marker batch (ABORT = 0, COMMIT = 1)."""
     cdef bytes key = PyBytes_FromStringAndSize(NULL, 4)
@@ -154,9 +216,9 @@ def encode_control(int type_id, *, int64_t producer_id, int producer_epoch, int6
     store_u16(<uint8_t*>PyBytes_AS_STRING(key) + 2, <uint16_t>type_id)
     store_u16(<uint8_t*>PyBytes_AS_STRING(value), 0)
     store_u32(<uint8_t*>PyBytes_AS_STRING(value) + 2, <uint32_t>coordinator_epoch)
-    body = record_body_size(key, value, (), 0, 0)
+    cdef Py_ssize_t body = record_body_size(key, value, (), 0, 0)
     records = v2_records([key], [value], [timestamp], [()], 0, 1, timestamp,
-                         varlong_size(body) + body)
+                         varlong_size(body) + body, &body)
     return v2_batch(records, 1, offset, 0x30, 0, timestamp, timestamp, producer_id,
                     producer_epoch, -1, partition_leader_epoch)
 

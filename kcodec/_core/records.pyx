@@ -136,6 +136,7 @@ cdef struct Slot:
     Py_ssize_t key_pos
     Py_ssize_t value_pos
     Py_ssize_t headers_pos
+    Py_ssize_t headers_end    # the record's end
     int32_t key_len           # -1: null
     int32_t value_len
     int32_t headers_count
@@ -162,7 +163,8 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
     cdef int32_t i, j, length, key_len, value_len, n_headers, offset_delta, hk, hv
     cdef int64_t ts_delta
     cdef const uint8_t* rec_end
-    cdef const uint8_t* start
+    cdef const uint8_t* start      # the record's first byte (its length varint)
+    cdef const uint8_t* field      # the field being read, for error positions
     cdef int st
     for i in range(count):
         if p >= end:
@@ -174,7 +176,6 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
         if length < 0 or length > end - p:
             return fail(fi, F_RECORD_LENGTH, start, base, length, end - p)
         rec_end = p + length
-        start = p
         if p >= rec_end:
             return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
         p += 1                                      # attributes: unused
@@ -202,18 +203,20 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
             p += value_len
         else:
             value_len = -1
+        field = p
         st = read_varint(&p, rec_end, &n_headers)
         if st:
             return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
         if n_headers < 0 or n_headers > rec_end - p:
-            return fail(fi, F_HEADER_COUNT, p, base, n_headers, rec_end - p)
+            return fail(fi, F_HEADER_COUNT, field, base, n_headers, rec_end - p)
         slots[i].headers_pos = p - base
         for j in range(n_headers):
+            field = p
             st = read_varint(&p, rec_end, &hk)
             if st:
                 return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
             if hk < 0:
-                return fail(fi, F_HEADER_KEY_NULL, p, base, hk, 0)
+                return fail(fi, F_HEADER_KEY_NULL, field, base, hk, 0)
             if hk > rec_end - p:
                 return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
             p += hk
@@ -225,7 +228,8 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
                     return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
                 p += hv
         if p != rec_end:
-            return fail(fi, F_RECORD_SIZE, start, base, length, p - start)
+            return fail(fi, F_RECORD_SIZE, start, base, length, p - (rec_end - length))
+        slots[i].headers_end = rec_end - base
         slots[i].offset = <int64_t>(<uint64_t>base_offset + <uint64_t><int64_t>offset_delta)
         slots[i].timestamp = max_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
         slots[i].key_len = key_len
@@ -315,7 +319,7 @@ cdef class Record:
     cdef readonly ControlRecord control
     cdef int8_t ts_type
     cdef Source src
-    cdef Py_ssize_t key_pos, value_pos, headers_pos
+    cdef Py_ssize_t key_pos, value_pos, headers_pos, headers_end
     cdef int32_t key_len, value_len, headers_count
     cdef tuple _headers
 
@@ -362,7 +366,8 @@ cdef class Record:
     @property
     def headers(self):
         if self._headers is None:
-            self._headers = decode_headers(self.src, self.headers_pos, self.headers_count)
+            self._headers = decode_headers(self.src, self.headers_pos, self.headers_end,
+                                           self.headers_count, self.offset)
         return self._headers
 
     def __repr__(self):
@@ -371,23 +376,32 @@ cdef class Record:
                 + (f", control={self.control!r})" if self.control is not None else ")"))
 
 
-cdef tuple decode_headers(Source src, Py_ssize_t pos, int32_t count):
-    # Already validated by parse_v2_records; reads stay within the record.
+cdef tuple decode_headers(Source src, Py_ssize_t pos, Py_ssize_t end_pos, int32_t count,
+                          int64_t offset):
+    # Validated when the batch was read, but a mutable input (bytearray, mmap)
+    # may have changed since: every read is checked again against the record.
     cdef const uint8_t* p = src.base + pos
-    cdef const uint8_t* end = src.base + src.length
+    cdef const uint8_t* end = src.base + end_pos
     cdef int32_t i, hk, hv
     cdef list out = []
     for i in range(count):
-        read_varint(&p, end, &hk)
+        if read_varint(&p, end, &hk) or hk < 0 or hk > end - p:
+            raise _changed_headers(offset)
         key = PyUnicode_DecodeUTF8(<const char*>p, hk, "replace")
         p += hk
-        read_varint(&p, end, &hv)
+        if read_varint(&p, end, &hv) or hv > end - p:
+            raise _changed_headers(offset)
         if hv < 0:
             out.append((key, None))
         else:
             out.append((key, PyBytes_FromStringAndSize(<const char*>p, hv)))
             p += hv
     return tuple(out)
+
+
+cdef object _changed_headers(int64_t offset):
+    return CorruptRecordError("record headers no longer fit the record: the input buffer "
+                              "changed after it was read", offset=offset)
 
 
 cdef inline Record new_record(Source src, Slot* s, int8_t ts_type):
@@ -403,6 +417,7 @@ cdef inline Record new_record(Source src, Slot* s, int8_t ts_type):
     r.value_pos = s.value_pos
     r.value_len = s.value_len
     r.headers_pos = s.headers_pos
+    r.headers_end = s.headers_end
     r.headers_count = s.headers_count
     if s.headers_count == 0:
         r._headers = ()
@@ -590,6 +605,7 @@ cdef class Batch:
             s.value_len = self.msg.value_len
             s.headers_count = 0
             s.headers_pos = 0
+            s.headers_end = 0
             s.sequence = -1
             s.magic = self.magic
             return [new_record(self.src, &s, self.ts_type)]
@@ -646,6 +662,7 @@ cdef class Batch:
             s.value_pos = m.value_pos
             s.value_len = m.value_len
             s.headers_pos = 0
+            s.headers_end = 0
             s.headers_count = 0
             s.sequence = -1
             s.magic = m.magic
@@ -720,6 +737,8 @@ cdef class BatchReader:
                  partial="stop", max_entry_bytes=None):
         if partial not in ("stop", "error"):
             raise ValueError(f"partial must be 'stop' or 'error', not {partial!r}")
+        if max_decompressed_bytes < 0:
+            raise ValueError("max_decompressed_bytes must not be negative")
         self.src = as_source(data)
         self.pos = 0
         self.verify_crc = verify_crc
