@@ -23,6 +23,7 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 256 << 20
 ZSTD_MAX_WINDOW = 1 << 27          # libzstd's default window limit, as Java applies it
 ZSTD_MAX_EXPANSION = 1 << 15
 SNAPPY_MAX_EXPANSION = 22          # a 3-byte copy op writes at most 64 bytes
+LZ4_MAX_EXPANSION = 256            # a match length grows by at most 255 per input byte
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -164,6 +165,12 @@ def _unlz4(data, limit, magic):
             header = bytearray(view[:hlen])
             header[hlen - 1] = _lz4_header_checksum(view, hlen, False)
             pieces = [header, view[hlen:]]
+    if LZ4_MAX_EXPANSION * len(view) <= limit:
+        # Too small to exceed the limit whatever it holds: decode in one call.
+        try:
+            return lz4.frame.decompress(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        except RuntimeError as exc:
+            raise DecompressionError(f"lz4: {exc}") from None
     decomp = lz4.frame.LZ4FrameDecompressor()
     out = []
     total = 0
