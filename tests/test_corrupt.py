@@ -5,29 +5,27 @@ exception, no crash, no hang, and no allocation beyond the configured limits.
 
 Everything runs in-process on purpose: a segfault kills the pytest run.
 """
-import gzip
 import os
 import random
 import struct
 import tracemalloc
-import zlib
 
 import cramjam
-import lz4.frame
 import pytest
-import xxhash
-import zstandard
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kcodec
 from kcodec import CorruptRecordError, CrcMismatchError, KafkaFormatError
 
-INT32_MAX = (1 << 31) - 1
-INT32_MIN = -(1 << 31)
+from kafka_bytes import (
+    INT32_MAX, INT32_MIN, XERIAL_MAGIC, compress, decompress, entries, fix_crc, i32,
+    legacy_fields, parse_v2_records, read_varint, with_legacy_value, with_v2_section,
+    zigzag_varint,
+)
+
 LIES = [0, -1, -2, 1, 3, 1 << 20, 1 << 30, INT32_MAX, INT32_MIN]
 LIMIT = 4 << 20                       # max_decompressed_bytes for hostile input
 MEMORY_BOUND = 3 * LIMIT              # peak traced Python allocations per decode
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 # ------------------------------------------------------------ record sets
 
@@ -72,50 +70,6 @@ CODEC_OF = {"v2_gzip": "gzip", "v2_snappy": "snappy", "v2_lz4": "lz4", "v2_zstd"
 
 # ---------------------------------------------------------------- helpers
 
-def i32(buf, pos):
-    return struct.unpack_from(">i", buf, pos)[0]
-
-
-def zigzag_varint(v):
-    z = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def read_varint(buf, pos):
-    raw = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-
-
-def entries(buf):
-    out, pos = [], 0
-    while pos < len(buf):
-        end = pos + 12 + i32(buf, pos + 8)
-        out.append((pos, end))
-        pos = end
-    return out
-
-
-def fix_crc(buf, start=0):
-    size = i32(buf, start + 8)
-    end = start + 12 + size
-    if buf[start + 16] == 2:
-        struct.pack_into(">I", buf, start + 17, kcodec.crc32c(bytes(buf[start + 21:end])))
-    else:
-        struct.pack_into(">I", buf, start + 12, kcodec.crc32(bytes(buf[start + 16:end])))
-    return buf
-
-
 def fix_all_crcs(buf):
     """Recompute the checksum of every entry whose framing is still plausible."""
     buf = bytearray(buf)
@@ -132,98 +86,20 @@ def fix_all_crcs(buf):
 
 
 def v2_record_length_fields(section):
-    """(position, width) of every length/count varint of a v2 records section."""
-    fields, p = [], 0
-    while p < len(section):
-        start = p
-        length, p = read_varint(section, p)
-        fields.append(("record length", start, p - start))
-        end = p + length
-        p += 1
-        _, p = read_varint(section, p)
-        _, p = read_varint(section, p)
-        for what in ("key length", "value length"):
-            q = p
-            n, p = read_varint(section, p)
-            fields.append((what, q, p - q))
-            p += max(n, 0)
-        q = p
-        count, p = read_varint(section, p)
-        fields.append(("headers count", q, p - q))
-        for _ in range(count):
-            for what in ("header key length", "header value length"):
-                q = p
-                n, p = read_varint(section, p)
-                fields.append((what, q, p - q))
-                p += max(n, 0)
-        assert p == end
-    return fields
+    """(name, position, width) of every length/count varint of a v2 records section."""
+    named = []
+    for r in parse_v2_records(section, 0):
+        named += [("record length", r["start"]), ("key length", r["key_len"]),
+                  ("value length", r["value_len"]), ("headers count", r["headers_count"])]
+        for h in r["headers"]:
+            named += [("header key length", h["key_len"]), ("header value length", h["value_len"])]
+    return [(what, pos, read_varint(section, pos)[1] - pos) for what, pos in named]
 
 
 def legacy_length_fields(buf, start):
     """(name, position) of the int32 length fields of the message at start."""
-    kl = start + (18 if buf[start + 16] == 0 else 26)
-    vl = kl + 4 + max(i32(buf, kl), 0)
-    return [("key length", kl), ("value length", vl)]
-
-
-def xerial(raw):
-    out = bytearray(XERIAL_MAGIC + struct.pack(">ii", 1, 1))
-    for i in range(0, max(len(raw), 1), 32 * 1024):
-        block = bytes(cramjam.snappy.compress_raw(raw[i:i + 32 * 1024]))
-        out += struct.pack(">i", len(block)) + block
-    return bytes(out)
-
-
-def compress(codec, raw, magic=2):
-    if codec == "gzip":
-        return gzip.compress(raw)
-    if codec == "snappy":
-        return xerial(raw)
-    if codec == "lz4":
-        frame = bytearray(lz4.frame.compress(raw, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                                             block_linked=False, store_size=False))
-        if magic == 0:
-            frame[6] = (xxhash.xxh32_intdigest(bytes(frame[0:6])) >> 8) & 0xFF
-        return bytes(frame)
-    return zstandard.ZstdCompressor().compress(raw)
-
-
-def decompress(codec, payload, magic=2):
-    if codec == "gzip":
-        return zlib.decompress(payload, 31)
-    if codec == "snappy":
-        if payload[:8] != XERIAL_MAGIC:
-            return bytes(cramjam.snappy.decompress_raw(payload))
-        out, pos = bytearray(), 16
-        while pos < len(payload):
-            n = i32(payload, pos)
-            out += bytes(cramjam.snappy.decompress_raw(payload[pos + 4:pos + 4 + n]))
-            pos += 4 + n
-        return bytes(out)
-    if codec == "lz4":
-        frame = bytearray(payload)
-        if magic == 0:
-            frame[6] = (xxhash.xxh32_intdigest(bytes(frame[4:6])) >> 8) & 0xFF
-        return lz4.frame.decompress(bytes(frame))
-    return zstandard.ZstdDecompressor().decompressobj().decompress(payload)
-
-
-def legacy_value_pos(buf, start):
-    return legacy_length_fields(buf, start)[1][1] + 4
-
-
-def with_v2_section(entry, section):
-    out = bytearray(entry[:61]) + section
-    struct.pack_into(">i", out, 8, len(out) - 12)
-    return bytes(fix_crc(out))
-
-
-def with_legacy_value(entry, value):
-    vl = legacy_length_fields(entry, 0)[1][1]
-    out = bytearray(entry[:vl]) + struct.pack(">i", len(value)) + value
-    struct.pack_into(">i", out, 8, len(out) - 12)
-    return bytes(fix_crc(out))
+    f = legacy_fields(buf, start)
+    return [("key length", f["key_len"]), ("value length", f["value_len"])]
 
 
 # ---------------------------------------------------------------- decoding
@@ -477,7 +353,7 @@ def lying_variants(name):
                     struct.pack_into(">i", patched, pos, lie)
                     yield f"entry@{s} legacy {what}={lie}", place(bytes(fix_crc(patched)))
             if entry[17] & 7:
-                payload = entry[legacy_value_pos(entry, 0):]
+                payload = entry[legacy_fields(entry)["value"]:]
                 inner = decompress(codec, payload, magic)
                 for ins, ine in entries(inner):
                     fields = [("inner size", ins + 8)] + legacy_length_fields(inner, ins)
@@ -686,7 +562,7 @@ def test_fuzz_mutated_inner_messages(name, mutations, fix_inner):
     for s, e in entries(data):
         entry = data[s:e]
         magic = entry[16]
-        inner = mutate(decompress(codec, entry[legacy_value_pos(entry, 0):], magic), mutations)
+        inner = mutate(decompress(codec, entry[legacy_fields(entry)["value"]:], magic), mutations)
         if fix_inner:
             inner = fix_all_crcs(inner)
         out += with_legacy_value(entry, compress(codec, inner, magic))
@@ -738,8 +614,7 @@ def test_corrupt_record_at_the_end_of_a_large_batch():
     recs = [(b"k%d" % i, b"v" * 1000, i, None) for i in range(100)]
     data = bytearray(kcodec.encode(recs, max_batch_bytes=1 << 20))
     assert len(data) > 65536 and len(entries(data)) == 1
-    starts = [pos for what, pos, _ in v2_record_length_fields(data[61:]) if what == "record length"]
-    start = 61 + starts[-1]
+    start = parse_v2_records(data, 61)[-1]["start"]
     length, body = read_varint(data, start)
     assert body + length == len(data)
     longer = zigzag_varint(length + 1)

@@ -28,6 +28,8 @@ from kcodec.errors import (
     UnsupportedFormatError,
 )
 
+from kafka_bytes import wrap_sequence
+
 with warnings.catch_warnings():
     # kafka-python 3.0.12 loads its protocol schemas with deprecated importlib.resources calls
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -274,13 +276,6 @@ def _hex(value):
     return None if value is None else bytes.fromhex(value)
 
 
-def _seq(base, delta):
-    """Producer sequences wrap from INT32_MAX back to 0; -1 means none."""
-    if base < 0:
-        return -1
-    return (base + delta) % (1 << 31)
-
-
 def expected_record(rec, entry):
     magic = rec["magic"]
     out = {
@@ -294,7 +289,8 @@ def expected_record(rec, entry):
         "headers": tuple((bytes.fromhex(h["key"]).decode("utf-8"), _hex(h["value"]))
                          for h in rec["headers"]),
         "magic": magic,
-        "sequence": _seq(entry["base_sequence"], rec["offset_delta"]) if magic == 2 else -1,
+        "sequence": (wrap_sequence(entry["base_sequence"], rec["offset_delta"]) if magic == 2
+                     else -1),
         "control": None,
     }
     control = rec.get("control")
@@ -361,7 +357,7 @@ def expected_batch(rs, entry, records):
                 "producer_id": entry["producer_id"],
                 "producer_epoch": entry["producer_epoch"],
                 "base_sequence": entry["base_sequence"],
-                "last_sequence": _seq(entry["base_sequence"], entry["last_offset_delta"]),
+                "last_sequence": wrap_sequence(entry["base_sequence"], entry["last_offset_delta"]),
                 "partition_leader_epoch": entry["partition_leader_epoch"],
                 "is_transactional": entry["is_transactional"],
                 "is_control": entry["is_control"],

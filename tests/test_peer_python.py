@@ -53,12 +53,13 @@ from aiokafka.record.control_record import ControlRecord as AioControlRecord
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
 from aiokafka.record.memory_records import _MemoryRecordsPy as AioMemoryRecordsPy
 
+from kafka_bytes import INT32_MAX, entries, wrap_sequence
+
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 V2_CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 LEGACY_CODECS = ["none", "gzip", "snappy", "lz4"]
 TS_TYPE = {"NoTimestampType": -1, "CreateTime": 0, "LogAppendTime": 1}
 BASE_TS = 1_700_000_000_000
-INT32_MAX = 0x7FFFFFFF
 BINARY = bytes(range(256))
 
 # (producer_id, producer_epoch, base_sequence, transactional)
@@ -103,13 +104,6 @@ def make_records(n, seed, *, magic, headers=True):
             hdrs = tuple(rng.sample(header_pool, rng.randrange(0, 5)))
         out.append((key, value, ts, hdrs))
     return out
-
-
-def wrap_seq(base, delta):
-    """Kafka's producer sequence arithmetic: -1 stays -1, wraps past INT32_MAX to 0."""
-    if base < 0:
-        return -1
-    return (base + delta) % (INT32_MAX + 1)
 
 
 def expected_view(records, first_offset, magic):
@@ -278,7 +272,7 @@ def test_v2_peer_batch_read_by_kcodec(writer, codec, producer):
     assert batch.is_transactional is txn
     assert batch.is_control is False
     assert batch.delete_horizon_ms is None
-    assert batch.last_sequence == wrap_seq(seq, batch.last_offset - batch.base_offset)
+    assert batch.last_sequence == wrap_sequence(seq, batch.last_offset - batch.base_offset)
     if "last_sequence" in peer:
         assert batch.last_sequence == peer["last_sequence"]
     for name in ("base_offset", "first_timestamp", "max_timestamp", "producer_id",
@@ -289,7 +283,7 @@ def test_v2_peer_batch_read_by_kcodec(writer, codec, producer):
     assert got == expected_view(records, first, 2)
     assert got == peer["records"]
     for r in batch:
-        assert r.sequence == wrap_seq(seq, r.offset - batch.base_offset)
+        assert r.sequence == wrap_sequence(seq, r.offset - batch.base_offset)
         assert r.control is None
         assert (None if r.key_view is None else bytes(r.key_view)) == r.key
         assert (None if r.value_view is None else bytes(r.value_view)) == r.value
@@ -416,12 +410,8 @@ def _set_v2_base(data, base_offset, leader_epoch):
 
 def _entry_sizes(data):
     """Sizes (with the 12-byte prefix) of the entries of a record set."""
-    sizes, pos = [], 0
-    while pos < len(data):
-        size = 12 + struct.unpack_from(">i", data, pos + 8)[0]
-        sizes.append(size)
-        pos += size
-    assert pos == len(data)
+    sizes = [end - start for start, end in entries(data)]
+    assert sum(sizes) == len(data)
     return sizes
 
 
@@ -532,7 +522,7 @@ def test_v2_peer_offsets_start_above_zero(writer):
     [batch] = kcodec.read_batches(data)
     assert (batch.base_offset, batch.last_offset) == (base, base + 21)
     seq = PRODUCERS["idempotent"][2]
-    assert [r.sequence for r in batch] == [wrap_seq(seq, 17 + i) for i in range(5)]
+    assert [r.sequence for r in batch] == [wrap_sequence(seq, 17 + i) for i in range(5)]
     if writer.startswith("kafka-python"):
         assert batch.last_sequence == peer_batches("kafka-python", data)[0]["last_sequence"]
 
@@ -569,10 +559,10 @@ def test_v2_producer_code_paths(client, codec, producer):
     [batch] = kcodec.read_batches(data)
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (pid, epoch, seq)
     assert batch.is_transactional is txn is peer["is_transactional"]
-    assert batch.last_sequence == wrap_seq(seq, len(records) - 1)
+    assert batch.last_sequence == wrap_sequence(seq, len(records) - 1)
     got = [kc_view(r) for r in batch]
     assert got == expected_view(records, 0, 2) == peer["records"]
-    assert [r.sequence for r in batch] == [wrap_seq(seq, i) for i in range(len(records))]
+    assert [r.sequence for r in batch] == [wrap_sequence(seq, i) for i in range(len(records))]
 
 
 @pytest.mark.parametrize("magic,codec", [(2, c) for c in V2_CODECS] +
@@ -751,10 +741,10 @@ def test_kcodec_encode_read_by_peers(magic, codec, ts_type, producer, split):
                 assert b["first_timestamp"] == records[group[0] - first][2]
                 assert b["max_timestamp"] == max(records[o - first][2] for o in group)
                 assert (b["producer_id"], b["producer_epoch"]) == (pid, epoch)
-                assert b["base_sequence"] == wrap_seq(seq, group[0] - first)
+                assert b["base_sequence"] == wrap_sequence(seq, group[0] - first)
                 assert b["is_transactional"] is txn
                 if "last_sequence" in b:
-                    assert b["last_sequence"] == wrap_seq(seq, group[-1] - first)
+                    assert b["last_sequence"] == wrap_sequence(seq, group[-1] - first)
             else:
                 assert b.get("is_transactional", False) is False
                 if "next_offset" in b:     # aiokafka: the entry's offset field + 1

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import kcodec
 
-INT32_MAX = (1 << 31) - 1
+from kafka_bytes import INT32_MAX, wrap_sequence
+
 # KCODEC_ROUNDTRIP_EXAMPLES raises the example count for a long session.
 SETTINGS = settings(max_examples=int(os.environ.get("KCODEC_ROUNDTRIP_EXAMPLES", 150)), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -27,10 +28,6 @@ records = st.lists(st.tuples(blobs, blobs, timestamps, headers), min_size=1, max
 sequences = st.one_of(st.just(-1), st.integers(0, INT32_MAX), st.integers(INT32_MAX - 30, INT32_MAX))
 codecs = st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"])
 batch_limits = st.one_of(st.integers(1, 200), st.integers(200, 20_000), st.just(1 << 20))
-
-
-def seq(base, delta):
-    return -1 if base < 0 else (base + delta) % (INT32_MAX + 1)
 
 
 def record_tuple(r):
@@ -78,7 +75,7 @@ def test_encode_then_read_gives_the_records_back(recs, magic, codec, base_offset
             assert (r.timestamp, r.timestamp_type) == (ts, "CreateTime")
         else:
             assert (r.timestamp, r.timestamp_type) == (batch.max_timestamp, "LogAppendTime")
-        assert r.sequence == (seq(base_sequence, i) if magic == 2 else -1)
+        assert r.sequence == (wrap_sequence(base_sequence, i) if magic == 2 else -1)
 
     # Batches: contiguous offsets, their records' timestamps, producer fields.
     first = 0
@@ -94,8 +91,8 @@ def test_encode_then_read_gives_the_records_back(recs, magic, codec, base_offset
             assert (b.producer_id, b.producer_epoch, b.is_transactional,
                     b.partition_leader_epoch) == (producer_id, producer_epoch, transactional,
                                                   leader_epoch)
-            assert (b.base_sequence, b.last_sequence) == (seq(base_sequence, first),
-                                                          seq(base_sequence, first + n - 1))
+            assert (b.base_sequence, b.last_sequence) == (
+                wrap_sequence(base_sequence, first), wrap_sequence(base_sequence, first + n - 1))
             assert b.timestamp_type == timestamp_type
             if codec == "none":
                 assert b.size <= max_batch_bytes or n == 1, (b.size, max_batch_bytes, n)
@@ -208,8 +205,8 @@ def test_sequences_wrap_across_batches():
     assert [r.sequence for b in batches for r in b] == [
         INT32_MAX - 3, INT32_MAX - 2, INT32_MAX - 1, INT32_MAX, 0, 1]
     assert [(b.base_sequence, b.last_sequence) for b in batches] == [
-        (seq(INT32_MAX - 3, sum(c.count for c in batches[:i])),
-         seq(INT32_MAX - 3, sum(c.count for c in batches[:i + 1]) - 1))
+        (wrap_sequence(INT32_MAX - 3, sum(c.count for c in batches[:i])),
+         wrap_sequence(INT32_MAX - 3, sum(c.count for c in batches[:i + 1]) - 1))
         for i in range(len(batches))]
 
 

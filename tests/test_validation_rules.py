@@ -11,7 +11,6 @@ import struct
 import zlib
 
 import cramjam
-import lz4.frame
 import pytest
 import xxhash
 import zstandard
@@ -22,202 +21,24 @@ from kcodec import (
     KafkaFormatError, UnsupportedFormatError,
 )
 
+from kafka_bytes import (
+    XERIAL_MAGIC, compress, decompress, entries, fix_crc, i32, legacy_fields,
+    parse_v2_records, put_i32, read_varint, with_legacy_value, with_v2_section, xerial,
+    zigzag_varint, zstd_frame,
+)
+
 # ------------------------------------------------------------------ helpers
-
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def zigzag(v):
-    return (v << 1) ^ (v >> 63)
-
-
-def varint(v):
-    z = zigzag(v)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def read_varint(buf, pos):
-    raw = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-
-
-def i32(buf, pos):
-    return struct.unpack_from(">i", buf, pos)[0]
-
 
 def u32(buf, pos):
     return struct.unpack_from(">I", buf, pos)[0]
 
 
-def put_i32(buf, pos, v):
-    struct.pack_into(">i", buf, pos, v)
-
-
 def put_varint(buf, pos, value):
     """Overwrite the varint at pos with one of the same width."""
     _, end = read_varint(buf, pos)
-    new = varint(value)
+    new = zigzag_varint(value)
     assert len(new) == end - pos, "test bug: varint width changes"
     buf[pos:end] = new
-
-
-def fix_crc(buf, start=0):
-    """Recompute the checksum of the entry at `start` (CRC-32C for v2, CRC-32 below)."""
-    size = i32(buf, start + 8)
-    end = start + 12 + size
-    if buf[start + 16] == 2:
-        struct.pack_into(">I", buf, start + 17, kcodec.crc32c(bytes(buf[start + 21:end])))
-    else:
-        struct.pack_into(">I", buf, start + 12, kcodec.crc32(bytes(buf[start + 16:end])))
-    return buf
-
-
-def entries(buf):
-    """(start, end) of each entry of a well-formed record set."""
-    out = []
-    pos = 0
-    while pos < len(buf):
-        end = pos + 12 + i32(buf, pos + 8)
-        out.append((pos, end))
-        pos = end
-    return out
-
-
-def parse_records(buf, start, count):
-    """Positions (absolute in buf) of every field of `count` v2 records from `start`."""
-    recs = []
-    p = start
-    for _ in range(count):
-        r = {"start": p}
-        length, q = read_varint(buf, p)
-        r["body"] = q
-        end = q + length
-        r["attr"] = q
-        q += 1
-        r["ts"] = q
-        _, q = read_varint(buf, q)
-        r["offset_delta"] = q
-        _, q = read_varint(buf, q)
-        r["key_len"] = q
-        kl, q = read_varint(buf, q)
-        r["key"] = q
-        q += max(kl, 0)
-        r["value_len"] = q
-        vl, q = read_varint(buf, q)
-        r["value"] = q
-        q += max(vl, 0)
-        r["headers_count"] = q
-        hc, q = read_varint(buf, q)
-        r["headers"] = []
-        for _ in range(hc):
-            h = {"key_len": q}
-            hk, q = read_varint(buf, q)
-            h["key"] = q
-            q += hk
-            h["value_len"] = q
-            hv, q = read_varint(buf, q)
-            h["value"] = q
-            q += max(hv, 0)
-            r["headers"].append(h)
-        assert q == end
-        r["end"] = end
-        recs.append(r)
-        p = end
-    return recs
-
-
-def v2_rebuild(batch, section, count=None, attributes=None):
-    """The v2 batch `batch` (one entry) with its records section replaced."""
-    out = bytearray(batch[:61]) + section
-    put_i32(out, 8, len(out) - 12)
-    if count is not None:
-        put_i32(out, 57, count)
-    if attributes is not None:
-        struct.pack_into(">h", out, 21, attributes)
-    return bytes(fix_crc(out))
-
-
-def legacy_fields(buf, start=0):
-    magic = buf[start + 16]
-    kl_pos = start + (18 if magic == 0 else 26)
-    kl = i32(buf, kl_pos)
-    vl_pos = kl_pos + 4 + max(kl, 0)
-    return {"magic": magic, "attr": start + 17, "key_len": kl_pos, "value_len": vl_pos,
-            "value": vl_pos + 4, "end": start + 12 + i32(buf, start + 8)}
-
-
-def legacy_rebuild(entry, value):
-    """The v0/v1 message `entry` with its value replaced (None: null)."""
-    f = legacy_fields(entry)
-    out = bytearray(entry[:f["value_len"]])
-    out += struct.pack(">i", -1 if value is None else len(value)) + (value or b"")
-    put_i32(out, 8, len(out) - 12)
-    return bytes(fix_crc(out))
-
-
-def xerial(raw, chunk=32 * 1024, version=struct.pack(">ii", 1, 1)):
-    out = bytearray(XERIAL_MAGIC + version)
-    for i in range(0, max(len(raw), 1), chunk):
-        block = bytes(cramjam.snappy.compress_raw(raw[i:i + chunk]))
-        out += struct.pack(">i", len(block)) + block
-    return bytes(out)
-
-
-def lz4_frame(raw, magic=2):
-    frame = bytearray(lz4.frame.compress(raw, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                                         block_linked=False, content_checksum=False,
-                                         store_size=False))
-    if magic == 0:
-        frame[6] = (xxhash.xxh32_intdigest(bytes(frame[0:6])) >> 8) & 0xFF
-    return bytes(frame)
-
-
-def zstd_frame(raw, content_size=True):
-    return zstandard.ZstdCompressor(write_content_size=content_size).compress(raw) \
-        if content_size else _zstd_streamed(raw)
-
-
-def _zstd_streamed(raw):
-    cobj = zstandard.ZstdCompressor(write_content_size=False).compressobj()
-    return cobj.compress(raw) + cobj.flush()
-
-
-def compress(codec, raw, magic=2):
-    return {"gzip": lambda: gzip.compress(raw), "snappy": lambda: xerial(raw),
-            "lz4": lambda: lz4_frame(raw, magic), "zstd": lambda: zstd_frame(raw)}[codec]()
-
-
-def decompress(codec, payload, magic=2):
-    if codec == "gzip":
-        return zlib.decompress(payload, 31)
-    if codec == "snappy":
-        if payload[:8] != XERIAL_MAGIC:
-            return bytes(cramjam.snappy.decompress_raw(payload))
-        out, pos = bytearray(), 16
-        while pos < len(payload):
-            n = i32(payload, pos)
-            out += bytes(cramjam.snappy.decompress_raw(payload[pos + 4:pos + 4 + n]))
-            pos += 4 + n
-        return bytes(out)
-    if codec == "lz4":
-        frame = bytearray(payload)
-        if magic == 0:
-            frame[6] = (xxhash.xxh32_intdigest(bytes(frame[4:6])) >> 8) & 0xFF
-        return lz4.frame.decompress(bytes(frame))
-    if codec == "zstd":
-        return zstandard.ZstdDecompressor().decompressobj().decompress(payload)
-    raise AssertionError(codec)
 
 
 def records_of(data, **kw):
@@ -259,7 +80,7 @@ def legacy(magic, **kw):
 def test_helpers_agree_with_the_encoder():
     data = v2()
     assert entries(data) == [(0, P), (P, len(data))]
-    recs = parse_records(data, P + 61, len(RECORDS))
+    recs = parse_v2_records(data, P + 61, len(RECORDS))
     assert recs[-1]["end"] == len(data)
     assert data[recs[0]["key"]:recs[0]["key"] + 5] == b"key-0"
     assert records_of(bytes(data))[1:] == [
@@ -319,7 +140,7 @@ def test_rule3_v2_batch_shorter_than_its_header(size):
 
 def test_rule3_empty_v2_batch_of_exactly_61_bytes_is_valid():
     data = v2()
-    batch = v2_rebuild(data[P:], b"", count=0)
+    batch = with_v2_section(data[P:], b"", count=0)
     assert len(batch) == 61
     assert records_of(PREFIX + batch)[1:] == []
 
@@ -328,7 +149,7 @@ def test_rule3_empty_v2_batch_of_exactly_61_bytes_is_valid():
 
 def test_rule4_v2_crc_mismatch_names_stored_and_computed():
     data = v2()
-    rec = parse_records(data, P + 61, 4)[2]
+    rec = parse_v2_records(data, P + 61, 4)[2]
     stored = u32(data, P + 17)
     data[rec["value"]] ^= 0x01
     computed = kcodec.crc32c(bytes(data[P + 21:]))
@@ -371,7 +192,7 @@ def test_rule4_inner_message_crc_mismatch_in_a_wrapper():
     inner[legacy_fields(inner, 0)["value"]] ^= 0x01          # first inner message's value
     stored = u32(inner, 12)
     computed = zlib.crc32(bytes(inner[16:12 + i32(inner, 8)]))
-    wrapped = PREFIX + legacy_rebuild(data[P:], gzip.compress(bytes(inner)))
+    wrapped = PREFIX + with_legacy_value(data[P:], gzip.compress(bytes(inner)))
     err = raises(CrcMismatchError, wrapped)
     assert (err.stored, err.computed) == (stored, computed)
     assert err.position == P
@@ -396,15 +217,15 @@ def test_rule5_batch_ends_before_count_records():
 def test_rule5_batch_ends_before_count_records_with_a_plausible_count():
     # Two records declared, only the first present: not caught by a size bound.
     data = v2()
-    recs = parse_records(data, P + 61, 4)
-    batch = v2_rebuild(data[P:], data[recs[0]["start"]:recs[0]["end"]], count=2)
+    recs = parse_v2_records(data, P + 61, 4)
+    batch = with_v2_section(data[P:], data[recs[0]["start"]:recs[0]["end"]], count=2)
     err = raises(CorruptRecordError, PREFIX + batch)
     assert err.position in (P, P + 57, len(PREFIX + batch))
 
 
 def test_rule5_bytes_left_after_count_records():
     data = v2()
-    recs = parse_records(data, P + 61, 4)
+    recs = parse_v2_records(data, P + 61, 4)
     put_i32(data, P + 57, 3)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
     assert err.position in (P, P + 57, recs[3]["start"])
@@ -423,7 +244,7 @@ def test_rule5_compressed_stream_with_trailing_bytes():
     data = v2()
     section = bytes(data[P + 61:]) + b"\x00"
     batch = kcodec.encode(RECORDS, compression="gzip", base_offset=1)
-    err = raises(CorruptRecordError, PREFIX + v2_rebuild(batch, gzip.compress(section)))
+    err = raises(CorruptRecordError, PREFIX + with_v2_section(batch, gzip.compress(section)))
     assert err.position == P
 
 
@@ -431,7 +252,7 @@ def test_rule5_compressed_stream_with_trailing_bytes():
 
 def test_rule6_record_length_beyond_the_batch():
     data = v2()
-    rec = parse_records(data, P + 61, 4)[3]
+    rec = parse_v2_records(data, P + 61, 4)[3]
     assert rec["end"] - rec["body"] < 63
     put_varint(data, rec["start"], 63)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
@@ -440,7 +261,7 @@ def test_rule6_record_length_beyond_the_batch():
 
 def test_rule6_negative_record_length():
     data = v2()
-    rec = parse_records(data, P + 61, 4)[1]
+    rec = parse_v2_records(data, P + 61, 4)[1]
     put_varint(data, rec["start"], -5)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
     assert err.position == rec["start"]
@@ -449,7 +270,7 @@ def test_rule6_negative_record_length():
 def test_rule6_record_declares_more_than_its_fields_take():
     # Record 1 claims one byte more; the fields end one byte before its declared end.
     data = v2()
-    recs = parse_records(data, P + 61, 4)
+    recs = parse_v2_records(data, P + 61, 4)
     rec = recs[1]
     put_varint(data, rec["start"], rec["end"] - rec["body"] + 1)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
@@ -459,7 +280,7 @@ def test_rule6_record_declares_more_than_its_fields_take():
 
 def test_rule6_record_declares_less_than_its_fields_take():
     data = v2()
-    rec = parse_records(data, P + 61, 4)[0]
+    rec = parse_v2_records(data, P + 61, 4)[0]
     put_varint(data, rec["start"], rec["end"] - rec["body"] - 1)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
     # The headers count's last header value runs past the record's declared end.
@@ -469,10 +290,11 @@ def test_rule6_record_declares_less_than_its_fields_take():
 @pytest.mark.parametrize("codec", ["gzip", "zstd"])
 def test_rule6_compressed_record_length_mismatch_names_the_entry(codec):
     data = v2()
-    rec = parse_records(data, P + 61, 4)[1]
+    rec = parse_v2_records(data, P + 61, 4)[1]
     put_varint(data, rec["start"], rec["end"] - rec["body"] + 1)
     batch = kcodec.encode(RECORDS, compression=codec, base_offset=1)
-    err = raises(CorruptRecordError, PREFIX + v2_rebuild(batch, compress(codec, bytes(data[P + 61:]))))
+    err = raises(CorruptRecordError,
+                 PREFIX + with_v2_section(batch, compress(codec, bytes(data[P + 61:]))))
     assert err.position == P
 
 
@@ -480,7 +302,7 @@ def test_rule6_compressed_record_length_mismatch_names_the_entry(codec):
 
 def test_rule7_negative_headers_count():
     data = v2()
-    rec = parse_records(data, P + 61, 4)[2]
+    rec = parse_v2_records(data, P + 61, 4)[2]
     put_varint(data, rec["headers_count"], -1)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
     assert err.position == rec["headers_count"]
@@ -488,7 +310,7 @@ def test_rule7_negative_headers_count():
 
 def test_rule7_headers_count_larger_than_the_remaining_bytes():
     data = v2()
-    rec = parse_records(data, P + 61, 4)[2]
+    rec = parse_v2_records(data, P + 61, 4)[2]
     assert rec["end"] - rec["headers_count"] < 60
     put_varint(data, rec["headers_count"], 60)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
@@ -498,7 +320,7 @@ def test_rule7_headers_count_larger_than_the_remaining_bytes():
 @pytest.mark.parametrize("length", [-1, -2])
 def test_rule7_negative_header_key_length(length):
     data = v2()
-    rec = parse_records(data, P + 61, 4)[2]
+    rec = parse_v2_records(data, P + 61, 4)[2]
     h = rec["headers"][1]                    # ("n", None): key length 1 -> negative
     assert data[h["key"]:h["key"] + 1] == b"n"
     put_varint(data, h["key_len"], length)
@@ -508,45 +330,28 @@ def test_rule7_negative_header_key_length(length):
 
 # --------------------------------------------- rule 8: fields past the end
 
-def test_rule8_key_runs_past_the_record():
+@pytest.mark.parametrize("record,header,field,length", [
+    (1, None, "key", 40),
+    (0, None, "value", 60),
+    (3, 0, "value", 50),
+    (3, 1, "key", 30),
+], ids=["key", "value", "header_value", "header_key"])
+def test_rule8_field_runs_past_the_record(record, header, field, length):
+    """Record `record`'s key or value (or that of its header `header`) declares
+    `length` bytes, more than the record has left."""
     data = v2()
-    rec = parse_records(data, P + 61, 4)[1]
-    put_varint(data, rec["key_len"], 40)
+    rec = parse_v2_records(data, P + 61, 4)[record]
+    f = rec if header is None else rec["headers"][header]
+    put_varint(data, f[field + "_len"], length)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
-    assert err.position in (rec["key_len"], rec["key"])
-
-
-def test_rule8_value_runs_past_the_record():
-    data = v2()
-    rec = parse_records(data, P + 61, 4)[0]
-    put_varint(data, rec["value_len"], 60)
-    err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
-    assert err.position in (rec["value_len"], rec["value"])
-
-
-def test_rule8_header_value_runs_past_the_record():
-    data = v2()
-    rec = parse_records(data, P + 61, 4)[3]
-    h = rec["headers"][0]
-    put_varint(data, h["value_len"], 50)
-    err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
-    assert err.position in (h["value_len"], h["value"])
-
-
-def test_rule8_header_key_runs_past_the_record():
-    data = v2()
-    rec = parse_records(data, P + 61, 4)[3]
-    h = rec["headers"][1]
-    put_varint(data, h["key_len"], 30)
-    err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
-    assert err.position in (h["key_len"], h["key"])
+    assert err.position in (f[field + "_len"], f[field])
 
 
 def test_rule8_varint_cut_by_the_end_of_the_batch():
     data = v2()
-    recs = parse_records(data, P + 61, 4)
+    recs = parse_v2_records(data, P + 61, 4)
     section = bytes(data[P + 61:recs[3]["start"]]) + b"\x80"      # continuation, then nothing
-    batch = PREFIX + v2_rebuild(data[P:], section)
+    batch = PREFIX + with_v2_section(data[P:], section)
     err = raises(CorruptRecordError, batch)
     assert err.position == recs[3]["start"]
 
@@ -555,7 +360,7 @@ def test_rule8_varint_cut_by_the_end_of_the_record():
     # The record's last byte (its last header's value length, -1) becomes a
     # continuation byte: that varint runs past the record's declared end.
     data = v2()
-    rec = parse_records(data, P + 61, 4)[0]
+    rec = parse_v2_records(data, P + 61, 4)[0]
     h = rec["headers"][1]
     assert h["value_len"] == rec["end"] - 1
     data[h["value_len"]] = 0x81
@@ -565,9 +370,9 @@ def test_rule8_varint_cut_by_the_end_of_the_record():
 
 def test_rule8_varint_too_long():
     data = v2()
-    recs = parse_records(data, P + 61, 4)
+    recs = parse_v2_records(data, P + 61, 4)
     section = bytes(data[P + 61:recs[3]["start"]]) + b"\xff" * 6 + b"\x01"
-    err = raises(CorruptRecordError, PREFIX + v2_rebuild(data[P:], section))
+    err = raises(CorruptRecordError, PREFIX + with_v2_section(data[P:], section))
     assert "too long" in str(err)
     assert err.position == recs[3]["start"]
 
@@ -575,32 +380,32 @@ def test_rule8_varint_too_long():
 def test_rule8_varint_of_five_bytes_is_not_too_long():
     # Five bytes, the last without continuation: a valid (if absurd) record length.
     data = v2()
-    recs = parse_records(data, P + 61, 4)
+    recs = parse_v2_records(data, P + 61, 4)
     section = bytes(data[P + 61:recs[3]["start"]]) + b"\xfe\xff\xff\xff\x0f"
-    err = raises(CorruptRecordError, PREFIX + v2_rebuild(data[P:], section))
+    err = raises(CorruptRecordError, PREFIX + with_v2_section(data[P:], section))
     assert "too long" not in str(err)
 
 
 def test_rule8_varlong_too_long():
     # Record 3's timestampDelta becomes an 11-byte varlong.
     data = v2()
-    recs = parse_records(data, P + 61, 4)
+    recs = parse_v2_records(data, P + 61, 4)
     rec = recs[3]
     body = b"\x00" + b"\x80" * 10 + b"\x00" + bytes(data[rec["offset_delta"]:rec["end"]])
-    section = bytes(data[P + 61:rec["start"]]) + varint(len(body)) + body
-    err = raises(CorruptRecordError, PREFIX + v2_rebuild(data[P:], section))
+    section = bytes(data[P + 61:rec["start"]]) + zigzag_varint(len(body)) + body
+    err = raises(CorruptRecordError, PREFIX + with_v2_section(data[P:], section))
     assert "too long" in str(err)
-    assert err.position == rec["start"] + len(varint(len(body))) + 1
+    assert err.position == rec["start"] + len(zigzag_varint(len(body))) + 1
 
 
 def test_rule8_ten_byte_varlong_is_accepted():
     data = v2()
-    recs = parse_records(data, P + 61, 4)
+    recs = parse_v2_records(data, P + 61, 4)
     rec = recs[3]
     ten = b"\x80" * 9 + b"\x00"                                      # zero in ten bytes
     body = b"\x00" + ten + bytes(data[rec["offset_delta"]:rec["end"]])
-    section = bytes(data[P + 61:rec["start"]]) + varint(len(body)) + body
-    got = records_of(PREFIX + v2_rebuild(data[P:], section))
+    section = bytes(data[P + 61:rec["start"]]) + zigzag_varint(len(body)) + body
+    got = records_of(PREFIX + with_v2_section(data[P:], section))
     assert got[-1][4] == struct.unpack_from(">q", data, P + 27)[0]      # baseTimestamp + 0
 
 
@@ -652,14 +457,15 @@ def test_rule9_nested_compression():
     inner = bytearray(decompress("gzip", data[legacy_fields(data, P)["value"]:]))
     inner[17] |= 0x01                                    # first inner message says gzip
     fix_crc(inner, 0)
-    err = raises(CorruptRecordError, PREFIX + legacy_rebuild(data[P:], gzip.compress(bytes(inner))))
+    err = raises(CorruptRecordError,
+                 PREFIX + with_legacy_value(data[P:], gzip.compress(bytes(inner))))
     assert err.position == P
 
 
 @pytest.mark.parametrize("magic", [0, 1])
 def test_rule9_wrapper_with_null_value(magic):
     data = legacy(magic, compression="gzip")
-    err = raises(CorruptRecordError, PREFIX + legacy_rebuild(data[P:], None))
+    err = raises(CorruptRecordError, PREFIX + with_legacy_value(data[P:], None))
     assert err.position == P
 
 
@@ -667,7 +473,8 @@ def test_rule9_wrapper_with_null_value(magic):
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
 def test_rule9_wrapper_with_no_inner_messages(magic, codec):
     data = legacy(magic, compression=codec)
-    err = raises(CorruptRecordError, PREFIX + legacy_rebuild(data[P:], compress(codec, b"", magic)))
+    err = raises(CorruptRecordError,
+                 PREFIX + with_legacy_value(data[P:], compress(codec, b"", magic)))
     assert err.position == P
 
 
@@ -675,7 +482,7 @@ def test_rule9_wrapper_holding_only_a_truncated_inner_message():
     data = legacy(1, compression="gzip")
     inner = decompress("gzip", data[legacy_fields(data, P)["value"]:])
     cut = inner[:12 + i32(inner, 8) - 1]
-    err = raises(CorruptRecordError, PREFIX + legacy_rebuild(data[P:], gzip.compress(cut)))
+    err = raises(CorruptRecordError, PREFIX + with_legacy_value(data[P:], gzip.compress(cut)))
     assert err.position == P
 
 
@@ -695,7 +502,7 @@ def test_rule9_inner_message_of_a_bad_magic(magic):
     inner[16] = magic
     fix_crc(inner, 0)
     with pytest.raises((UnsupportedFormatError, CorruptRecordError)) as info:
-        list(kcodec.read_records(PREFIX + legacy_rebuild(data[P:], gzip.compress(bytes(inner)))))
+        list(kcodec.read_records(PREFIX + with_legacy_value(data[P:], gzip.compress(bytes(inner)))))
     assert info.value.position == P
 
 
@@ -724,13 +531,13 @@ def test_rule10_control_key_shorter_than_4_bytes(key):
     data = bytearray(PREFIX + kcodec.encode([(key, b"\x00\x00\x00\x00\x00\x01", 5, None)],
                                             base_offset=1))
     err = raises(CorruptRecordError, as_control(data, P))
-    rec = parse_records(data, P + 61, 1)[0]
+    rec = parse_v2_records(data, P + 61, 1)[0]
     assert err.position in (P, rec["key_len"], rec["key"])
 
 
 def test_rule10_control_key_with_negative_version():
     data = control()
-    rec = parse_records(data, P + 61, 1)[0]
+    rec = parse_v2_records(data, P + 61, 1)[0]
     struct.pack_into(">h", data, rec["key"], -1)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
     assert err.position in (P, rec["key_len"], rec["key"])
@@ -742,13 +549,13 @@ def test_rule10_end_txn_marker_shorter_than_6_bytes(value, type_id):
     data = bytearray(PREFIX + kcodec.encode([(struct.pack(">hh", 0, type_id), value, 5, None)],
                                             base_offset=1))
     err = raises(CorruptRecordError, as_control(data, P))
-    rec = parse_records(data, P + 61, 1)[0]
+    rec = parse_v2_records(data, P + 61, 1)[0]
     assert err.position in (P, rec["value_len"], rec["value"])
 
 
 def test_rule10_end_txn_marker_with_negative_version():
     data = control("ABORT")
-    rec = parse_records(data, P + 61, 1)[0]
+    rec = parse_v2_records(data, P + 61, 1)[0]
     struct.pack_into(">h", data, rec["value"], -3)
     err = raises(CorruptRecordError, bytes(fix_crc(data, P)))
     assert err.position in (P, rec["value_len"], rec["value"])
@@ -756,7 +563,7 @@ def test_rule10_end_txn_marker_with_negative_version():
 
 def test_rule10_higher_versions_are_read_as_version_0():
     data = control("COMMIT", 5)
-    rec = parse_records(data, P + 61, 1)[0]
+    rec = parse_v2_records(data, P + 61, 1)[0]
     struct.pack_into(">h", data, rec["key"], 3)
     struct.pack_into(">h", data, rec["value"], 2)
     (got,) = list(kcodec.read_records(bytes(fix_crc(data, P)), include_control=True))[1:]
@@ -822,7 +629,7 @@ def test_rule11_v2_decompression_stream_error(codec, case):
     data = v2(compression=codec)
     raw = bytes(v2()[P + 61:])
     payload = _stream_errors(codec, raw)[case]
-    err = raises(DecompressionError, PREFIX + v2_rebuild(data[P:], payload))
+    err = raises(DecompressionError, PREFIX + with_v2_section(data[P:], payload))
     assert err.position == P
 
 
@@ -835,7 +642,7 @@ def test_rule11_legacy_wrapper_decompression_stream_error(magic, codec, case):
     data = legacy(magic, compression=codec)
     raw = decompress(codec, data[legacy_fields(data, P)["value"]:], magic)
     payload = _stream_errors(codec, raw, magic)[case]
-    err = raises(DecompressionError, PREFIX + legacy_rebuild(data[P:], payload))
+    err = raises(DecompressionError, PREFIX + with_legacy_value(data[P:], payload))
     assert err.position == P
 
 
@@ -874,7 +681,7 @@ def test_rule11_decompression_bomb_stops_at_the_limit(codec):
         payload = zstd_frame(raw, content_size=False)
     else:
         payload = compress(codec, raw)
-    err = raises(DecompressionLimitError, PREFIX + v2_rebuild(data[P:], payload),
+    err = raises(DecompressionLimitError, PREFIX + with_v2_section(data[P:], payload),
                  max_decompressed_bytes=1 << 20)
     assert err.position == P
 
@@ -889,7 +696,7 @@ def test_rule11_zstd_lying_content_size(lie):
     fhd = frame[4]
     assert fhd >> 6 == 0 and fhd & 0x20                # single segment, 1-byte content size
     frame[5] = 0 if lie == "zero" else frame[5] + lie
-    err = raises(DecompressionError, PREFIX + v2_rebuild(data[P:], bytes(frame)))
+    err = raises(DecompressionError, PREFIX + with_v2_section(data[P:], bytes(frame)))
     assert err.position == P
 
 
@@ -900,13 +707,13 @@ def test_rule11_zstd_window_over_2_pow_27_is_refused():
     cobj = zstandard.ZstdCompressor(compression_params=params).compressobj()
     frame = cobj.compress(raw) + cobj.flush()
     assert zstandard.get_frame_parameters(frame).window_size == 1 << 28
-    err = raises(DecompressionError, PREFIX + v2_rebuild(data[P:], frame))
+    err = raises(DecompressionError, PREFIX + with_v2_section(data[P:], frame))
     assert err.position == P
     # 2^27 is still accepted.
     params = zstandard.ZstdCompressionParameters(window_log=27)
     cobj = zstandard.ZstdCompressor(compression_params=params).compressobj()
     frame = cobj.compress(raw) + cobj.flush()
-    assert records_of(PREFIX + v2_rebuild(data[P:], frame)) == records_of(bytes(v2()))
+    assert records_of(PREFIX + with_v2_section(data[P:], frame)) == records_of(bytes(v2()))
 
 
 # ------------------------------------------------------------- leniencies
@@ -936,17 +743,17 @@ def test_any_negative_v2_length_is_null(length):
     # Record 0's key, value and the 2nd header's value become null-by-any-negative.
     data = bytearray(PREFIX + kcodec.encode(
         [(None, None, 10, [("a", b"1"), ("b", None)])], base_offset=1))
-    rec = parse_records(data, P + 61, 1)[0]
+    rec = parse_v2_records(data, P + 61, 1)[0]
     body = bytes(data[rec["body"]:rec["end"]])
     # Rebuild the record with each null length written as `length`.
     rel = lambda pos: pos - rec["body"]                     # noqa: E731
     new = bytearray()
     last = 0
     for pos in (rec["key_len"], rec["value_len"], rec["headers"][1]["value_len"]):
-        new += body[last:rel(pos)] + varint(length)
+        new += body[last:rel(pos)] + zigzag_varint(length)
         last = rel(pos) + 1
     new += body[last:]
-    batch = PREFIX + v2_rebuild(data[P:], varint(len(new)) + bytes(new))
+    batch = PREFIX + with_v2_section(data[P:], zigzag_varint(len(new)) + bytes(new))
     (r,) = list(kcodec.read_records(batch))[1:]
     assert (r.key, r.value, r.key_view, r.value_view) == (None, None, None, None)
     assert r.headers == (("a", b"1"), ("b", None))
@@ -968,7 +775,7 @@ def test_unused_v2_attribute_bits_are_ignored():
     data = bytearray(base)
     data[P + 21] |= 0xFF                 # bits 8-15
     data[P + 22] |= 0x80                 # bit 7
-    for rec in parse_records(data, P + 61, 4):
+    for rec in parse_v2_records(data, P + 61, 4):
         data[rec["attr"]] = 0xFF          # record attributes: unused
     fix_crc(data, P)
     assert records_of(bytes(data)) == records_of(bytes(base))
@@ -1038,11 +845,11 @@ def test_magic1_lz4_header_checksum_is_checked():
 def test_snappy_without_xerial_magic_is_raw_snappy():
     data = v2(compression="snappy")
     raw = bytes(v2()[P + 61:])
-    batch = PREFIX + v2_rebuild(data[P:], bytes(cramjam.snappy.compress_raw(raw)))
+    batch = PREFIX + with_v2_section(data[P:], bytes(cramjam.snappy.compress_raw(raw)))
     assert records_of(batch) == records_of(bytes(v2()))
     wrapper = legacy(1, compression="snappy")
     inner = decompress("snappy", wrapper[legacy_fields(wrapper, P)["value"]:])
-    raw_wrapper = PREFIX + legacy_rebuild(wrapper[P:], bytes(cramjam.snappy.compress_raw(inner)))
+    raw_wrapper = PREFIX + with_legacy_value(wrapper[P:], bytes(cramjam.snappy.compress_raw(inner)))
     assert records_of(raw_wrapper) == records_of(bytes(legacy(1)))
 
 
@@ -1050,7 +857,7 @@ def test_snappy_without_xerial_magic_is_raw_snappy():
 def test_xerial_snappy_multi_chunk_and_little_endian_versions(version):
     data = v2(compression="snappy")
     raw = bytes(v2()[P + 61:])
-    batch = PREFIX + v2_rebuild(data[P:], xerial(raw, chunk=7, version=version))
+    batch = PREFIX + with_v2_section(data[P:], xerial(raw, chunk=7, version=version))
     assert records_of(batch) == records_of(bytes(v2()))
 
 
@@ -1058,7 +865,7 @@ def test_xerial_snappy_multi_chunk_and_little_endian_versions(version):
 def test_empty_batch_is_valid_and_its_payload_is_never_read(codec):
     data = v2(compression=codec)
     # count 0 with a payload that is not a valid stream of anything: never read.
-    batch = PREFIX + v2_rebuild(data[P:], b"\xde\xad\xbe\xef" * 3, count=0)
+    batch = PREFIX + with_v2_section(data[P:], b"\xde\xad\xbe\xef" * 3, count=0)
     (b,) = list(kcodec.read_batches(batch))[1:]
     assert (b.count, list(b), b.base_offset, b.last_offset) == (0, [], 1, 4)
     assert list(kcodec.read_records(batch))[1:] == []
@@ -1108,7 +915,7 @@ def test_zstd_several_frames(content_size):
     data = v2(compression="zstd")
     raw = bytes(v2()[P + 61:])
     payload = b"".join(zstd_frame(raw[i:i + 20], content_size) for i in range(0, len(raw), 20))
-    assert records_of(PREFIX + v2_rebuild(data[P:], payload)) == records_of(bytes(v2()))
+    assert records_of(PREFIX + with_v2_section(data[P:], payload)) == records_of(bytes(v2()))
 
 
 def test_zstd_single_frame_without_content_size():
@@ -1116,25 +923,26 @@ def test_zstd_single_frame_without_content_size():
     raw = bytes(v2()[P + 61:])
     payload = zstd_frame(raw, content_size=False)
     assert zstandard.frame_content_size(payload) == -1
-    assert records_of(PREFIX + v2_rebuild(data[P:], payload)) == records_of(bytes(v2()))
+    assert records_of(PREFIX + with_v2_section(data[P:], payload)) == records_of(bytes(v2()))
 
 
 def test_zstd_mixed_frames_with_and_without_content_size():
     data = v2(compression="zstd")
     raw = bytes(v2()[P + 61:])
     payload = zstd_frame(raw[:30], True) + zstd_frame(raw[30:], False)
-    assert records_of(PREFIX + v2_rebuild(data[P:], payload)) == records_of(bytes(v2()))
+    assert records_of(PREFIX + with_v2_section(data[P:], payload)) == records_of(bytes(v2()))
 
 
 def test_gzip_concatenated_members():
     data = v2(compression="gzip")
     raw = bytes(v2()[P + 61:])
     payload = b"".join(gzip.compress(raw[i:i + 25]) for i in range(0, len(raw), 25))
-    assert records_of(PREFIX + v2_rebuild(data[P:], payload)) == records_of(bytes(v2()))
+    assert records_of(PREFIX + with_v2_section(data[P:], payload)) == records_of(bytes(v2()))
     wrapper = legacy(1, compression="gzip")
     inner = decompress("gzip", wrapper[legacy_fields(wrapper, P)["value"]:])
     members = gzip.compress(inner[:30]) + gzip.compress(inner[30:])
-    assert records_of(PREFIX + legacy_rebuild(wrapper[P:], members)) == records_of(bytes(wrapper))
+    assert records_of(PREFIX + with_legacy_value(wrapper[P:], members)) == records_of(
+        bytes(wrapper))
 
 
 # ----------------------------------------------------------------- pickling
@@ -1152,7 +960,7 @@ def _error_cases():
         (bytes(crc), {}, CrcMismatchError),
         (bytes(fix_crc(count, P)), {}, CorruptRecordError),
         (bytes(magic), {}, UnsupportedFormatError),
-        (PREFIX + v2_rebuild(stream[P:], b"not gzip at all"), {}, DecompressionError),
+        (PREFIX + with_v2_section(stream[P:], b"not gzip at all"), {}, DecompressionError),
         (limit, {"max_decompressed_bytes": 10}, DecompressionLimitError),
     ]
 
