@@ -102,17 +102,14 @@ def _snappy_block_len(block, limit, total):
 
 def _unsnappy(data, limit):
     view = memoryview(data)
-    if bytes(view[:8]) != XERIAL_MAGIC:
-        _snappy_block_len(view, limit, 0)
-        try:
-            return cramjam.snappy.decompress_raw(view)
-        except Exception as exc:
-            raise DecompressionError(f"snappy: {exc}") from None
+    if not view or view[0] != 0x82 or view[:8] != XERIAL_MAGIC:
+        return _unsnappy_block(view, limit, 0)
     # xerial: 16-byte header, then [int32 length][raw snappy block] chunks.
     if len(view) < 16:
         raise DecompressionError(f"snappy (xerial): header needs 16 bytes, got {len(view)}")
+    if len(view) >= 20 and _be_i32.unpack_from(view, 16)[0] == len(view) - 20:
+        return _unsnappy_block(view[20:], limit, 0)          # the usual single chunk
     blocks = []
-    total = 0
     pos = 16
     while pos < len(view):
         if len(view) - pos < 4:
@@ -123,21 +120,35 @@ def _unsnappy(data, limit):
             raise DecompressionError(
                 f"snappy (xerial): chunk at byte {pos - 4} declares {size & 0xFFFFFFFF} bytes "
                 f"but {len(view) - pos} remain")
-        block = view[pos:pos + size]
-        out_len = _snappy_block_len(block, limit, total)
-        blocks.append((block, total, out_len))
-        total += out_len
+        blocks.append(view[pos:pos + size])
         pos += size
+    if len(blocks) == 1:
+        return _unsnappy_block(blocks[0], limit, 0)
+    sizes = []
+    total = 0
+    for block in blocks:
+        sizes.append(_snappy_block_len(block, limit, total))
+        total += sizes[-1]
     out = bytearray(total)
     out_view = memoryview(out)
-    for block, start, out_len in blocks:
+    start = 0
+    for block, size in zip(blocks, sizes):
         try:
-            written = cramjam.snappy.decompress_raw_into(block, out_view[start:start + out_len])
+            written = cramjam.snappy.decompress_raw_into(block, out_view[start:start + size])
         except Exception as exc:
             raise DecompressionError(f"snappy (xerial): {exc}") from None
-        if written != out_len:
-            raise DecompressionError(f"snappy (xerial): block gave {written} bytes, declared {out_len}")
+        if written != size:
+            raise DecompressionError(f"snappy (xerial): block gave {written} bytes, declared {size}")
+        start += size
     return out
+
+
+def _unsnappy_block(block, limit, total):
+    _snappy_block_len(block, limit, total)
+    try:
+        return cramjam.snappy.decompress_raw(block)
+    except Exception as exc:
+        raise DecompressionError(f"snappy: {exc}") from None
 
 
 def _lz4_header_length(view):

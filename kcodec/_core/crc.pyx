@@ -27,30 +27,29 @@ cdef uint32_t crc32_of(const uint8_t* p, size_t n) noexcept:
     return c
 
 
-def crc32c(data, uint32_t value=0):
-    """CRC-32C of any buffer, continuing from `value`."""
+ctypedef uint32_t (*crc_fn)(uint32_t crc, const uint8_t* p, size_t n) noexcept nogil
+
+
+cdef uint32_t crc_of_buffer(crc_fn fn, object data, uint32_t value) except? 0:
     cdef Py_buffer view
     cdef uint32_t c
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         with nogil:
-            c = kc_crc32c(value, <const uint8_t*>view.buf, <size_t>view.len)
+            c = fn(value, <const uint8_t*>view.buf, <size_t>view.len)
     finally:
         PyBuffer_Release(&view)
     return c
+
+
+def crc32c(data, uint32_t value=0):
+    """CRC-32C of any buffer, continuing from `value`."""
+    return crc_of_buffer(kc_crc32c, data, value)
 
 
 def crc32(data, uint32_t value=0):
     """CRC-32 (the zlib polynomial) of any buffer, continuing from `value`."""
-    cdef Py_buffer view
-    cdef uint32_t c
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        with nogil:
-            c = kc_crc32(value, <const uint8_t*>view.buf, <size_t>view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return c
+    return crc_of_buffer(kc_crc32, data, value)
 
 
 def hardware_crc32c():

@@ -155,6 +155,10 @@ cdef inline int32_t seq_add(int32_t base, int32_t delta) noexcept nogil:
     return <int32_t>s
 
 
+cdef inline int past_record(int st) noexcept nogil:
+    return F_FIELD_PAST_RECORD if st == F_TRUNCATED else st
+
+
 cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
                           int32_t count, int64_t base_offset, int64_t base_ts, int64_t max_ts,
                           bint log_append, int32_t base_seq, Slot* slots,
@@ -165,6 +169,9 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
     cdef const uint8_t* rec_end
     cdef const uint8_t* start      # the record's first byte (its length varint)
     cdef const uint8_t* field      # the field being read, for error positions
+    cdef const uint8_t* key
+    cdef const uint8_t* value
+    cdef const uint8_t* unused
     cdef int st
     for i in range(count):
         if p >= end:
@@ -176,60 +183,44 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
         if length < 0 or length > end - p:
             return fail(fi, F_RECORD_LENGTH, start, base, length, end - p)
         rec_end = p + length
+        field = p
         if p >= rec_end:
             return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
         p += 1                                      # attributes: unused
+        field = p
         st = read_varlong(&p, rec_end, &ts_delta)
         if st == OK:
+            field = p
             st = read_varint(&p, rec_end, &offset_delta)
         if st == OK:
-            st = read_varint(&p, rec_end, &key_len)
+            field = p
+            st = read_blob(&p, rec_end, &key, &key_len)
+        if st == OK:
+            field = p
+            st = read_blob(&p, rec_end, &value, &value_len)
+        if st == OK:
+            field = p
+            st = read_varint(&p, rec_end, &n_headers)
         if st:
-            return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
-        slots[i].key_pos = p - base
-        if key_len >= 0:
-            if key_len > rec_end - p:
-                return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
-            p += key_len
-        else:
-            key_len = -1
-        st = read_varint(&p, rec_end, &value_len)
-        if st:
-            return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
-        slots[i].value_pos = p - base
-        if value_len >= 0:
-            if value_len > rec_end - p:
-                return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
-            p += value_len
-        else:
-            value_len = -1
-        field = p
-        st = read_varint(&p, rec_end, &n_headers)
-        if st:
-            return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
+            return fail(fi, past_record(st), field, base, 0, 0)
         if n_headers < 0 or n_headers > rec_end - p:
             return fail(fi, F_HEADER_COUNT, field, base, n_headers, rec_end - p)
         slots[i].headers_pos = p - base
         for j in range(n_headers):
             field = p
-            st = read_varint(&p, rec_end, &hk)
-            if st:
-                return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
-            if hk < 0:
+            st = read_blob(&p, rec_end, &unused, &hk)
+            if st == OK and hk < 0:
                 return fail(fi, F_HEADER_KEY_NULL, field, base, hk, 0)
-            if hk > rec_end - p:
-                return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
-            p += hk
-            st = read_varint(&p, rec_end, &hv)
+            if st == OK:
+                field = p
+                st = read_blob(&p, rec_end, &unused, &hv)
             if st:
-                return fail(fi, F_FIELD_PAST_RECORD if st == F_TRUNCATED else st, p, base, 0, 0)
-            if hv > 0:
-                if hv > rec_end - p:
-                    return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
-                p += hv
+                return fail(fi, past_record(st), field, base, 0, 0)
         if p != rec_end:
             return fail(fi, F_RECORD_SIZE, start, base, length, p - (rec_end - length))
         slots[i].headers_end = rec_end - base
+        slots[i].key_pos = key - base
+        slots[i].value_pos = value - base
         slots[i].offset = <int64_t>(<uint64_t>base_offset + <uint64_t><int64_t>offset_delta)
         slots[i].timestamp = max_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
         slots[i].key_len = key_len
@@ -379,23 +370,18 @@ cdef class Record:
 cdef tuple decode_headers(Source src, Py_ssize_t pos, Py_ssize_t end_pos, int32_t count,
                           int64_t offset):
     # Validated when the batch was read, but a mutable input (bytearray, mmap)
-    # may have changed since: every read is checked again against the record.
+    # may have changed since: every read is bounded by the record again.
     cdef const uint8_t* p = src.base + pos
     cdef const uint8_t* end = src.base + end_pos
+    cdef const uint8_t* key
+    cdef const uint8_t* value
     cdef int32_t i, hk, hv
     cdef list out = []
     for i in range(count):
-        if read_varint(&p, end, &hk) or hk < 0 or hk > end - p:
+        if read_blob(&p, end, &key, &hk) or hk < 0 or read_blob(&p, end, &value, &hv):
             raise _changed_headers(offset)
-        key = PyUnicode_DecodeUTF8(<const char*>p, hk, "replace")
-        p += hk
-        if read_varint(&p, end, &hv) or hv > end - p:
-            raise _changed_headers(offset)
-        if hv < 0:
-            out.append((key, None))
-        else:
-            out.append((key, PyBytes_FromStringAndSize(<const char*>p, hv)))
-            p += hv
+        out.append((PyUnicode_DecodeUTF8(<const char*>key, hk, "replace"),
+                    None if hv < 0 else PyBytes_FromStringAndSize(<const char*>value, hv)))
     return tuple(out)
 
 

@@ -44,47 +44,60 @@ cdef inline void store_u64(uint8_t* p, uint64_t v) noexcept nogil:
     store_u32(p + 4, <uint32_t>v)
 
 
-cdef inline int read_varlong(const uint8_t** pp, const uint8_t* end, int64_t* out) noexcept nogil:
-    """Zigzag varint of at most 10 bytes; advances *pp."""
+cdef inline int read_uvarint(const uint8_t** pp, const uint8_t* end, int max_bytes,
+                             uint64_t* out) noexcept nogil:
+    """An unsigned base-128 varint of at most max_bytes bytes; advances *pp."""
     cdef const uint8_t* p = pp[0]
+    cdef const uint8_t* last = p + max_bytes
     cdef uint64_t raw = 0
     cdef int shift = 0
     cdef uint8_t b
     while True:
         if p >= end:
             return F_TRUNCATED
+        if p >= last:
+            return F_VARINT_TOO_LONG
         b = p[0]
         p += 1
         raw |= (<uint64_t>(b & 0x7F)) << shift
         if not (b & 0x80):
             break
         shift += 7
-        if shift >= 70:
-            return F_VARINT_TOO_LONG
     pp[0] = p
-    out[0] = <int64_t>((raw >> 1) ^ (0 - (raw & 1)))
+    out[0] = raw
     return OK
 
 
+cdef inline int read_varlong(const uint8_t** pp, const uint8_t* end, int64_t* out) noexcept nogil:
+    cdef uint64_t raw
+    cdef int st = read_uvarint(pp, end, 10, &raw)
+    out[0] = <int64_t>((raw >> 1) ^ (0 - (raw & 1)))
+    return st
+
+
 cdef inline int read_varint(const uint8_t** pp, const uint8_t* end, int32_t* out) noexcept nogil:
-    """Zigzag varint of at most 5 bytes (Java's ByteUtils.readVarint); advances *pp."""
-    cdef const uint8_t* p = pp[0]
-    cdef uint32_t raw = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if p >= end:
-            return F_TRUNCATED
-        b = p[0]
-        p += 1
-        raw |= (<uint32_t>(b & 0x7F)) << shift
-        if not (b & 0x80):
-            break
-        shift += 7
-        if shift >= 35:
-            return F_VARINT_TOO_LONG
-    pp[0] = p
-    out[0] = <int32_t>((raw >> 1) ^ (0 - (raw & 1)))
+    """Java's ByteUtils.readVarint: at most 5 bytes; bits past 32 are dropped."""
+    cdef uint64_t raw
+    cdef int st = read_uvarint(pp, end, 5, &raw)
+    cdef uint32_t low = <uint32_t>raw
+    out[0] = <int32_t>((low >> 1) ^ (0 - (low & 1)))
+    return st
+
+
+cdef inline int read_blob(const uint8_t** pp, const uint8_t* end, const uint8_t** data,
+                          int32_t* length) noexcept nogil:
+    """A varint length and that many bytes (a negative length is null: -1, no
+    bytes); *data is where the bytes start. Advances past them."""
+    cdef int st = read_varint(pp, end, length)
+    if st:
+        return st
+    data[0] = pp[0]
+    if length[0] < 0:
+        length[0] = -1
+    elif length[0] > end - pp[0]:
+        return F_TRUNCATED
+    else:
+        pp[0] += length[0]
     return OK
 
 
