@@ -5,11 +5,10 @@ chooses options, filters transactions and normalises what callers pass in.
 """
 import time
 
-from . import compression
+from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_id
 from ._core.build import columns, encode_control as _encode_control, encode_legacy, encode_v2
 from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIterator
 
-DEFAULT_MAX_DECOMPRESSED_BYTES = compression.DEFAULT_MAX_DECOMPRESSED_BYTES
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 INT64_MAX = (1 << 63) - 1
 _TIMESTAMP_TYPES = {"CreateTime": 0, "LogAppendTime": 1}
@@ -95,20 +94,20 @@ def aborted_transactions(batches):
 # ------------------------------------------------------------------ encoding
 
 def _table_rows(table):
-    columns = {name: table.column(name).to_pylist() for name in table.column_names}
-    n = table.num_rows
-    ts = columns.get("timestamp")
-    if ts is not None:
-        ts = [None if t is None else int(t.timestamp() * 1000) if hasattr(t, "timestamp") else t
-              for t in ts]
-    hdrs = columns.get("headers")
-    for i in range(n):
-        yield {
-            "key": columns["key"][i] if "key" in columns else None,
-            "value": columns["value"][i],
-            "timestamp": ts[i] if ts is not None else None,
-            "headers": [(h["key"], h["value"]) for h in hdrs[i]] if hdrs and hdrs[i] else None,
-        }
+    """Rows of a pyarrow.Table with decode()'s column names (key, value,
+    timestamp, headers; only value is required)."""
+    import pyarrow as pa
+
+    cols = {name: table.column(name) for name in table.column_names}
+    if "value" not in cols:
+        raise ValueError("a table to encode needs a 'value' column")
+    if "timestamp" in cols and pa.types.is_timestamp(cols["timestamp"].type):
+        cols["timestamp"] = cols["timestamp"].cast(pa.timestamp("ms")).cast(pa.int64())
+    rows = {name: col.to_pylist() for name, col in cols.items()}
+    nothing = [None] * table.num_rows
+    keys, timestamps, headers = (rows.get(name, nothing) for name in ("key", "timestamp", "headers"))
+    for key, value, ts, hdrs in zip(keys, rows["value"], timestamps, headers):
+        yield key, value, ts, [(h["key"], h["value"]) for h in hdrs] if hdrs else None
 
 
 def encode(records, *, magic=2, compression="none", compression_level=None, base_offset=0,
@@ -117,7 +116,7 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
     """Encode records into a record set of the given magic, as Kafka writes it."""
     if magic not in (0, 1, 2):
         raise ValueError(f"magic must be 0, 1 or 2, not {magic!r}")
-    codec = _codec(compression)
+    codec = codec_id(compression)
     if timestamp_type not in _TIMESTAMP_TYPES:
         raise ValueError(f"timestamp_type must be one of {tuple(_TIMESTAMP_TYPES)}")
     if max_batch_bytes < 1:
@@ -148,13 +147,6 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
                                 codec=codec, level=compression_level, timestamp_type=ts_type,
                                 max_batch_bytes=max_batch_bytes)
     return batches[0] if len(batches) == 1 else b"".join(batches)
-
-
-_codec_module = compression
-
-
-def _codec(name):
-    return _codec_module.codec_id(name)
 
 
 def encode_control(kind, *, producer_id, producer_epoch, offset, coordinator_epoch=0,

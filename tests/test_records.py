@@ -54,3 +54,24 @@ def test_python_made_records_encode():
     decoded = list(kcodec.read_records(kcodec.encode(records, base_offset=3)))
     assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in decoded] == [
         (3, b"k", None, 10, (("a", b"1"),)), (4, None, b"v", 11, ())]
+
+
+def test_encode_from_an_arrow_table():
+    import datetime
+
+    import pyarrow as pa
+
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    table = pa.table({
+        "key": pa.array([b"a", None], pa.binary()),
+        "value": pa.array([b"1", b"2"], pa.binary()),
+        "timestamp": pa.array([datetime.datetime(2024, 1, 1, 0, 0, 0, 123000,
+                                                 tzinfo=datetime.timezone.utc), None],
+                              pa.timestamp("ms", tz="UTC")),
+        "headers": pa.array([[{"key": "h", "value": b"x"}], None], pa.list_(header)),
+    })
+    records = list(kcodec.read_records(kcodec.encode(table)))
+    assert [(r.key, r.value, r.headers) for r in records] == [
+        (b"a", b"1", (("h", b"x"),)), (None, b"2", ())]
+    assert records[0].timestamp == 1_704_067_200_123
+    assert records[1].timestamp > 1_704_067_200_123          # no timestamp: now
