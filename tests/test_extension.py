@@ -17,9 +17,10 @@ def test_core_modules_are_compiled_extensions():
 def test_installed_wheel_is_under_test():
     if not os.environ.get("KCODEC_REQUIRE_INSTALLED"):
         return
-    source_tree = Path(__file__).resolve().parents[1]
-    assert source_tree not in Path(kcodec.__file__).resolve().parents, kcodec.__file__
-    assert "site-packages" in kcodec.__file__
+    source_package = Path(__file__).resolve().parents[1] / "kcodec"
+    installed = Path(kcodec.__file__).resolve().parent
+    assert installed != source_package, kcodec.__file__
+    assert installed.parent.name == "site-packages", kcodec.__file__
 
 
 def test_hardware_crc32c_where_the_cpu_has_it():
