@@ -86,6 +86,10 @@ def measure(wl, repeats, min_time):
         "kcodec": lambda: w.kcodec_decode_values(data),
         "aiokafka": lambda: w.aiokafka_decode_values(data),
     }, repeats, min_time)
+    iterate = w.compare({
+        "kcodec": lambda: w.kcodec_iterate(data),
+        "aiokafka": lambda: w.aiokafka_iterate(data),
+    }, repeats, min_time)
     codec, max_batch_bytes = wl.codec, wl.max_batch_bytes
     aio_codec, batch_counts = w.AIO_CODEC[wl.codec], wl.batch_counts
     encode = w.compare({
@@ -102,9 +106,10 @@ def measure(wl, repeats, min_time):
         "batches": len(wl.batch_counts), "bytes": len(wl.data),
         "decode": {k: entry(t, counts[k]) for k, t in decode.items()},
         "decode_values": {k: entry(t, wl.count) for k, t in values.items()},
+        "iterate": {k: entry(t, wl.count) for k, t in iterate.items()},
         "encode": {k: entry(t, wl.count) for k, t in encode.items()},
     }
-    for op in ("decode", "decode_values", "encode"):
+    for op in ("decode", "decode_values", "iterate", "encode"):
         r = row[op]
         row[op + "_ratio"] = r["kcodec"]["records_per_s"] / r["aiokafka"]["records_per_s"]
     if "kafka-python" in row["decode"]:
@@ -132,9 +137,9 @@ def markdown(rows, env, repeats, min_time):
         "`validate_crc()`; every record's offset, timestamp, key, value, headers read):",
         "",
         "| workload | kcodec records/s | aiokafka records/s | ratio (kcodec/aiokafka) "
-        "| ratio, reading only offset + value "
+        "| ratio, reading only offset + value | ratio, reading no field "
         f"| kafka-python records/s (first ~{prefix:,} records) | ratio (kcodec/kafka-python) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         d = r["decode"]
@@ -144,7 +149,7 @@ def markdown(rows, env, repeats, min_time):
                if kp else "- | -")
         out.append(f"| {r['workload']} | {_rate(d['kcodec']['records_per_s'])} "
                    f"| {_rate(d['aiokafka']['records_per_s'])} | {r['decode_ratio']:.2f}x{miss} "
-                   f"| {r['decode_values_ratio']:.2f}x "
+                   f"| {r['decode_values_ratio']:.2f}x | {r['iterate_ratio']:.2f}x "
                    f"| {ref} |")
     out += [
         "",

@@ -47,6 +47,16 @@ def test_decode_offset_and_value(benchmark, record_rate, workload, impl):
     record_rate(benchmark, "decode offset+value", workload.name, impl, n)
 
 
+@pytest.mark.parametrize("impl", ["kcodec", "aiokafka"])
+def test_decode_without_reading_fields(benchmark, record_rate, workload, impl):
+    """Decoding alone: every record object made, CRCs checked, no field read."""
+    iterate = {"kcodec": w.kcodec_iterate, "aiokafka": w.aiokafka_iterate}[impl]
+    benchmark.group = f"iterate {workload.name}"
+    n = benchmark(iterate, workload.data)
+    assert n == workload.count
+    record_rate(benchmark, "iterate", workload.name, impl, n)
+
+
 def test_decode_kafkapython(benchmark, record_rate, workload):
     """The pure-Python reader, for reference: only the first ~2k records."""
     if w.KafkaPythonMemoryRecords is None:
