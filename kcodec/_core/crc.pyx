@@ -2,6 +2,14 @@
 from libc.stdint cimport uint8_t, uint32_t
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 
+# The tables and the CPU check live in this module only: other modules call
+# crc32c_of / crc32_of (crc.pxd), never these directly.
+cdef extern from "crc_impl.h":
+    void kc_crc_init()
+    uint32_t kc_crc32c(uint32_t crc, const uint8_t* p, size_t n) noexcept nogil
+    uint32_t kc_crc32(uint32_t crc, const uint8_t* p, size_t n) noexcept nogil
+    int kc_have_hw_crc32c
+
 kc_crc_init()
 
 # Below this size releasing the GIL costs more than the CRC itself.

@@ -12,7 +12,7 @@ static uint32_t kc_table_c[8][256];
 static uint32_t kc_table_z[8][256];
 static int kc_have_hw_crc32c = 0;
 
-static void kc_build_table(uint32_t table[8][256], uint32_t poly) {
+static inline void kc_build_table(uint32_t table[8][256], uint32_t poly) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
@@ -23,7 +23,7 @@ static void kc_build_table(uint32_t table[8][256], uint32_t poly) {
             table[s][i] = (table[s - 1][i] >> 8) ^ table[0][table[s - 1][i] & 0xFF];
 }
 
-static uint32_t kc_crc_sw(uint32_t table[8][256], uint32_t crc, const uint8_t *p, size_t n) {
+static inline uint32_t kc_crc_sw(uint32_t table[8][256], uint32_t crc, const uint8_t *p, size_t n) {
     crc = ~crc;
     while (n && ((uintptr_t)p & 7)) { crc = (crc >> 8) ^ table[0][(crc ^ *p++) & 0xFF]; n--; }
     while (n >= 8) {
@@ -40,7 +40,7 @@ static uint32_t kc_crc_sw(uint32_t table[8][256], uint32_t crc, const uint8_t *p
     return ~crc;
 }
 
-static uint32_t kc_crc_sw_bytewise(uint32_t table[8][256], uint32_t crc, const uint8_t *p, size_t n) {
+static inline uint32_t kc_crc_sw_bytewise(uint32_t table[8][256], uint32_t crc, const uint8_t *p, size_t n) {
     crc = ~crc;
     while (n--) crc = (crc >> 8) ^ table[0][(crc ^ *p++) & 0xFF];
     return ~crc;
@@ -50,7 +50,7 @@ static uint32_t kc_crc_sw_bytewise(uint32_t table[8][256], uint32_t crc, const u
 #include <nmmintrin.h>
 #define KC_HW_CRC 1
 __attribute__((target("sse4.2")))
-static uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+static inline uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
     uint64_t c = ~crc & 0xFFFFFFFFu;
     while (n && ((uintptr_t)p & 7)) { c = _mm_crc32_u8((uint32_t)c, *p++); n--; }
     while (n >= 8) {
@@ -66,9 +66,9 @@ static uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
 #define KC_HW_CRC 0
 #endif
 
-static int kc_little_endian(void) { uint16_t x = 1; return *(uint8_t *)&x == 1; }
+static inline int kc_little_endian(void) { uint16_t x = 1; return *(uint8_t *)&x == 1; }
 
-static void kc_crc_init(void) {
+static inline void kc_crc_init(void) {
     kc_build_table(kc_table_c, 0x82F63B78u);
     kc_build_table(kc_table_z, 0xEDB88320u);
 #if KC_HW_CRC
@@ -77,7 +77,7 @@ static void kc_crc_init(void) {
 #endif
 }
 
-static uint32_t kc_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
+static inline uint32_t kc_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
 #if KC_HW_CRC
     if (kc_have_hw_crc32c) return kc_crc32c_hw(crc, p, n);
 #endif
@@ -85,7 +85,7 @@ static uint32_t kc_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
     return kc_crc_sw(kc_table_c, crc, p, n);
 }
 
-static uint32_t kc_crc32(uint32_t crc, const uint8_t *p, size_t n) {
+static inline uint32_t kc_crc32(uint32_t crc, const uint8_t *p, size_t n) {
     if (!kc_little_endian()) return kc_crc_sw_bytewise(kc_table_z, crc, p, n);
     return kc_crc_sw(kc_table_z, crc, p, n);
 }

@@ -48,10 +48,6 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = _compression.DEFAULT_MAX_DECOMPRESSED_BYTES
 @cython.final
 cdef class Source:
     """Holds one buffer export for as long as records point into it."""
-    cdef Py_buffer view
-    cdef bint acquired
-    cdef const uint8_t* base
-    cdef Py_ssize_t length
 
     def __cinit__(self, obj):
         PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
@@ -63,7 +59,7 @@ cdef class Source:
         if self.acquired:
             PyBuffer_Release(&self.view)
 
-    cdef inline object slice(self, Py_ssize_t pos, Py_ssize_t n):
+    cdef object slice(self, Py_ssize_t pos, Py_ssize_t n):
         """A read-only memoryview of [pos, pos+n), zero-copy, keeping this alive."""
         cdef Region region = Region.__new__(Region)
         region.src = self
@@ -130,20 +126,6 @@ cdef inline int fail(FaultInfo* fi, int code, const uint8_t* at, const uint8_t* 
 
 # ------------------------------------------------------------ record slots
 
-cdef struct Slot:
-    int64_t offset
-    int64_t timestamp
-    Py_ssize_t key_pos
-    Py_ssize_t value_pos
-    Py_ssize_t headers_pos
-    Py_ssize_t headers_end    # the record's end
-    int32_t key_len           # -1: null
-    int32_t value_len
-    int32_t headers_count
-    int32_t sequence
-    int8_t magic
-
-
 cdef inline int32_t seq_add(int32_t base, int32_t delta) noexcept nogil:
     # Producer sequences wrap from INT32_MAX back to 0.
     cdef int64_t s
@@ -161,7 +143,7 @@ cdef inline int past_record(int st) noexcept nogil:
 
 cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
                           int32_t count, int64_t base_offset, int64_t base_ts, int64_t max_ts,
-                          bint log_append, int32_t base_seq, Slot* slots,
+                          int8_t ts_type, int32_t base_seq, Slot* slots,
                           FaultInfo* fi) noexcept nogil:
     """Validate `count` records in [p, end) and record where their fields are."""
     cdef int32_t i, j, length, key_len, value_len, n_headers, offset_delta, hk, hv
@@ -222,7 +204,8 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
         slots[i].key_pos = key - base
         slots[i].value_pos = value - base
         slots[i].offset = <int64_t>(<uint64_t>base_offset + <uint64_t><int64_t>offset_delta)
-        slots[i].timestamp = max_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
+        slots[i].timestamp = max_ts if ts_type == 1 else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
+        slots[i].ts_type = ts_type
         slots[i].key_len = key_len
         slots[i].value_len = value_len
         slots[i].headers_count = n_headers
@@ -231,17 +214,6 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
     if p != end:
         return fail(fi, F_TRAILING_BYTES, p, base, end - p, count)
     return OK
-
-
-cdef struct LegacyMessage:
-    uint32_t crc
-    int8_t magic
-    int8_t attributes
-    int64_t timestamp
-    Py_ssize_t key_pos
-    Py_ssize_t value_pos
-    int32_t key_len
-    int32_t value_len
 
 
 cdef int parse_legacy_message(const uint8_t* base, const uint8_t* p, const uint8_t* end,
@@ -390,14 +362,34 @@ cdef object _changed_headers(int64_t offset):
                               "changed after it was read", offset=offset)
 
 
-cdef inline Record new_record(Source src, Slot* s, int8_t ts_type):
+@cython.final
+@cython.no_gc
+cdef class Slots:
+    """A parsed batch: where each record's fields are in `src`."""
+
+    def __dealloc__(self):
+        free(self.items)
+
+
+cdef Slots new_slots(Source src, Py_ssize_t count):
+    cdef Slots slots = Slots.__new__(Slots)
+    slots.src = src
+    slots.count = count
+    if count:
+        slots.items = <Slot*>malloc(count * sizeof(Slot))
+        if slots.items == NULL:
+            raise MemoryError()
+    return slots
+
+
+cdef inline Record new_record(Source src, Slot* s):
     cdef Record r = Record.__new__(Record)
     r.src = src
     r.offset = s.offset
     r.timestamp = s.timestamp
     r.sequence = s.sequence
     r.magic = s.magic
-    r.ts_type = ts_type
+    r.ts_type = s.ts_type
     r.key_pos = s.key_pos
     r.key_len = s.key_len
     r.value_pos = s.value_pos
@@ -415,31 +407,6 @@ cdef inline Record new_record(Source src, Slot* s, int8_t ts_type):
 cdef class Batch:
     """One entry of a record set: a v2 record batch, or a v0/v1 message (a
     compressed v0/v1 message is a batch of its inner messages)."""
-    cdef readonly int magic
-    cdef readonly int64_t last_offset
-    cdef readonly int64_t first_timestamp
-    cdef readonly int64_t max_timestamp
-    cdef readonly int64_t producer_id
-    cdef readonly int producer_epoch
-    cdef readonly int32_t base_sequence
-    cdef readonly int32_t partition_leader_epoch
-    cdef readonly uint32_t crc
-    cdef int8_t crc_state          # 1 valid, 0 invalid, -1 not checked yet
-    cdef readonly Py_ssize_t position
-    cdef readonly Py_ssize_t size
-    cdef readonly int attributes
-    cdef int codec
-    cdef int8_t ts_type
-    cdef int64_t _base_offset
-    cdef int32_t _count            # -1 until known (legacy wrappers)
-    cdef int32_t last_offset_delta
-    cdef Source src
-    cdef Py_ssize_t payload_pos, payload_len
-    cdef LegacyMessage msg         # legacy entries only
-    cdef int64_t max_decompressed
-    cdef bint verify_crc
-    cdef list _records
-
     @property
     def crc_valid(self):
         cdef Py_ssize_t start
@@ -517,11 +484,14 @@ cdef class Batch:
         return self._base_offset if self.magic == 2 else self.last_offset
 
     cdef list _loaded(self):
+        cdef Slots slots
+        cdef Py_ssize_t i
         if self._records is None:
-            if self.magic == 2:
-                self._records = self._load_v2()
-            else:
-                self._records = self._load_legacy()
+            slots = self.parsed()
+            self._records = [new_record(slots.src, &slots.items[i]) for i in range(slots.count)]
+            if self.attributes & 0x20 and self.magic == 2:
+                for r in self._records:
+                    (<Record>r).control = parse_control(<Record>r, self)
         return self._records
 
     cdef Source _decompressed(self):
@@ -534,90 +504,95 @@ cdef class Batch:
             raise
         return as_source(out)
 
-    cdef list _load_v2(self):
+    cdef Slots parsed(self):
+        """Decompress (if needed) and validate every record, once per call."""
+        if self.magic == 2:
+            return self._parse_v2()
+        if self.codec == 0:
+            return self._parse_message()
+        if self.msg.value_len < 0:
+            raise CorruptRecordError("compressed message has a null value",
+                                     position=self.position, offset=self.last_offset)
+        return self._parse_wrapper(self._decompressed())
+
+    cdef Slots _parse_v2(self):
         cdef Source data = self.src
         cdef Py_ssize_t pos = self.payload_pos
         cdef Py_ssize_t n = self.payload_len
         cdef int32_t count = self._count
         cdef FaultInfo fi
-        cdef Slot* slots
-        cdef int st, i
-        cdef list out
+        cdef Slots slots
+        cdef int st
         if count == 0:
-            return []
+            return new_slots(data, 0)
         if self.codec != 0:
             data = self._decompressed()
             pos = 0
             n = data.length
         if count > n // V2_MIN_RECORD:
-            return self._fault_count(count, n)
-        slots = <Slot*>malloc(count * sizeof(Slot))
-        if slots == NULL:
-            raise MemoryError()
-        try:
-            if n < NOGIL_MIN_BYTES:
+            raise CorruptRecordError(
+                f"batch declares {count} records but its {n} bytes of records hold at most "
+                f"{n // V2_MIN_RECORD}", position=self.position, offset=self._base_offset)
+        slots = new_slots(data, count)
+        if n < NOGIL_MIN_BYTES:
+            st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
+                                  self._base_offset, self.first_timestamp, self.max_timestamp,
+                                  self.ts_type, self.base_sequence, slots.items, &fi)
+        else:
+            with nogil:
                 st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
-                                      self._base_offset, self.first_timestamp, self.max_timestamp,
-                                      self.ts_type == 1, self.base_sequence, slots, &fi)
-            else:
-                with nogil:
-                    st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
-                                          self._base_offset, self.first_timestamp,
-                                          self.max_timestamp, self.ts_type == 1,
-                                          self.base_sequence, slots, &fi)
-            if st:
-                raise_fault(&fi, self, self.codec != 0)
-            out = [new_record(data, &slots[i], self.ts_type) for i in range(count)]
-        finally:
-            free(slots)
-        if self.attributes & 0x20:
-            for r in out:
-                (<Record>r).control = parse_control(<Record>r, self)
-        return out
+                                      self._base_offset, self.first_timestamp,
+                                      self.max_timestamp, self.ts_type,
+                                      self.base_sequence, slots.items, &fi)
+        if st:
+            raise_fault(&fi, self, self.codec != 0)
+        return slots
 
-    cdef list _fault_count(self, int32_t count, Py_ssize_t n):
-        raise CorruptRecordError(
-            f"batch declares {count} records but its {n} bytes of records hold at most "
-            f"{n // V2_MIN_RECORD}", position=self.position, offset=self._base_offset)
+    cdef Slots _parse_message(self):
+        cdef Slots slots = new_slots(self.src, 1)
+        cdef Slot* s = &slots.items[0]
+        s.offset = self.last_offset
+        s.timestamp = self.msg.timestamp
+        s.key_pos = self.msg.key_pos
+        s.key_len = self.msg.key_len
+        s.value_pos = self.msg.value_pos
+        s.value_len = self.msg.value_len
+        s.headers_pos = s.headers_end = 0
+        s.headers_count = 0
+        s.sequence = -1
+        s.magic = self.magic
+        s.ts_type = self.ts_type
+        return slots
 
-    cdef list _load_legacy(self):
-        cdef Slot s
-        if self.codec == 0:
-            s.offset = self.last_offset
-            s.timestamp = self.msg.timestamp
-            s.key_pos = self.msg.key_pos
-            s.key_len = self.msg.key_len
-            s.value_pos = self.msg.value_pos
-            s.value_len = self.msg.value_len
-            s.headers_count = 0
-            s.headers_pos = 0
-            s.headers_end = 0
-            s.sequence = -1
-            s.magic = self.magic
-            return [new_record(self.src, &s, self.ts_type)]
-        if self.msg.value_len < 0:
-            raise CorruptRecordError("compressed message has a null value",
-                                     position=self.position, offset=self.last_offset)
-        return self._load_wrapper(self._decompressed())
-
-    cdef list _load_wrapper(self, Source inner):
+    cdef Slots _parse_wrapper(self, Source inner):
         cdef const uint8_t* base = inner.base
-        cdef const uint8_t* p = base
         cdef const uint8_t* end = base + inner.length
+        cdef const uint8_t* p = base
         cdef const uint8_t* entry_end
         cdef int32_t size
         cdef LegacyMessage m
         cdef FaultInfo fi
-        cdef Slot s
-        cdef list out = []
-        cdef list raw_offsets = []
-        cdef int8_t ts_type
+        cdef Slot* s
+        cdef Py_ssize_t n = 0, i
+        cdef int64_t shift = 0, last_inner = 0
+        cdef uint32_t computed
+        # First pass: how many whole inner entries (a truncated last one is
+        # dropped, as Java does).
         while end - p >= LOG_OVERHEAD:
             size = load_i32(p + 8)
             if size < MIN_ENTRY_SIZE:
                 self._inner_error(f"inner message size {size} is below {MIN_ENTRY_SIZE}", p - base)
             if size > end - p - LOG_OVERHEAD:
-                break                                  # truncated inner entry: dropped, as Java does
+                break
+            p += LOG_OVERHEAD + size
+            n += 1
+        if n == 0:
+            raise CorruptRecordError("compressed message holds no inner messages",
+                                     position=self.position, offset=self.last_offset)
+        cdef Slots slots = new_slots(inner, n)
+        p = base
+        for i in range(n):
+            size = load_i32(p + 8)
             entry_end = p + LOG_OVERHEAD + size
             if parse_legacy_message(base, p + LOG_OVERHEAD, entry_end, &m, &fi):
                 self._inner_error("inner message field runs past its end", fi.where)
@@ -635,40 +610,36 @@ cdef class Batch:
                         f"{p - base} of the decompressed {self.compression} records)",
                         stored=m.crc, computed=computed, position=self.position,
                         offset=self.last_offset)
-            raw_offsets.append(load_i64(p))
+            s = &slots.items[i]
+            s.offset = load_i64(p)                     # as stored; made absolute below
             if m.magic == 0:
-                ts_type = -1
+                s.ts_type = -1
                 s.timestamp = -1
             else:
-                ts_type = self.ts_type
+                s.ts_type = self.ts_type
                 s.timestamp = self.max_timestamp if self.ts_type == 1 else m.timestamp
-            s.offset = 0
             s.key_pos = m.key_pos
             s.key_len = m.key_len
             s.value_pos = m.value_pos
             s.value_len = m.value_len
-            s.headers_pos = 0
-            s.headers_end = 0
+            s.headers_pos = s.headers_end = 0
             s.headers_count = 0
             s.sequence = -1
             s.magic = m.magic
-            out.append(new_record(inner, &s, ts_type))
             p = entry_end
-        if not out:
-            raise CorruptRecordError("compressed message holds no inner messages",
-                                     position=self.position, offset=self.last_offset)
-        cdef int64_t last_inner = raw_offsets[-1]
-        cdef int64_t shift = 0
+        # magic 1: inner offsets are relative, the wrapper holds the last absolute one
+        # (a wrapper offset of 0 means the inner offsets are to be used as they are).
+        last_inner = slots.items[n - 1].offset
         if self.magic == 1 and self.last_offset != 0:
             if self.last_offset < last_inner:
                 raise CorruptRecordError(
                     f"wrapper offset {self.last_offset} is below its last inner offset {last_inner}",
                     position=self.position, offset=self.last_offset)
             shift = self.last_offset - last_inner
-        for r, raw in zip(out, raw_offsets):
-            (<Record>r).offset = <int64_t>raw + shift
-        self._count = len(out)
-        return out
+            for i in range(n):
+                slots.items[i].offset += shift
+        self._count = n
+        return slots
 
     cdef _inner_error(self, str text, Py_ssize_t where):
         raise CorruptRecordError(
