@@ -5,6 +5,7 @@ from .errors import (
     CorruptIndexError, CorruptRecordError, CrcMismatchError, DecompressionError,
     DecompressionLimitError, KafkaFormatError, UnsupportedFormatError,
 )
+from .arrow import decode
 from .records import (
     Batch, ControlRecord, Record, encode, encode_control, read_batches, read_records,
 )
@@ -12,7 +13,7 @@ from .records import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Batch", "ControlRecord", "Record", "read_batches", "read_records", "encode",
+    "Batch", "ControlRecord", "Record", "read_batches", "read_records", "decode", "encode",
     "encode_control", "crc32", "crc32c", "hardware_crc32c", "errors", "KafkaFormatError",
     "CorruptRecordError", "CrcMismatchError", "UnsupportedFormatError", "DecompressionError",
     "DecompressionLimitError", "CorruptIndexError",

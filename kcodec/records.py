@@ -31,15 +31,19 @@ def read_records(data, *, verify_crc=True, include_control=False, isolation="rea
     isolation="read_committed" drops batches of aborted transactions. `aborted`
     is the (producer_id, first_offset) list a Fetch response carries; without
     it, the aborted transactions are found by scanning the data itself."""
-    batches = read_batches(data, verify_crc=verify_crc, partial=partial,
-                           max_decompressed_bytes=max_decompressed_bytes)
+    batches = consumer_batches(data, isolation, aborted, verify_crc=verify_crc, partial=partial,
+                               max_decompressed_bytes=max_decompressed_bytes)
+    return RecordIterator(batches, include_control)
+
+
+def consumer_batches(data, isolation, aborted, **options):
+    """The batches a consumer with this isolation level reads."""
+    batches = read_batches(data, **options)
     if _check_isolation(isolation) == "read_committed":
         if aborted is None:
-            aborted = aborted_transactions(read_batches(
-                data, verify_crc=verify_crc, partial=partial,
-                max_decompressed_bytes=max_decompressed_bytes))
+            aborted = aborted_transactions(read_batches(data, **options))
         batches = committed(batches, aborted)
-    return RecordIterator(batches, include_control)
+    return batches
 
 
 def _check_isolation(isolation):

@@ -4,11 +4,11 @@ import sys
 from pathlib import Path
 
 import kcodec
-from kcodec._core import build, crc, records
+from kcodec._core import build, columns, crc, records
 
 
 def test_core_modules_are_compiled_extensions():
-    for module in (crc, records, build):
+    for module in (crc, records, build, columns):
         assert Path(module.__file__).suffix in (".so", ".pyd"), module.__file__
     assert kcodec.Record.__module__ == "kcodec._core.records"
     assert kcodec.Batch.__module__ == "kcodec._core.records"

@@ -1,7 +1,7 @@
 """The compiled core. There is no pure-Python fallback: if the extension
 modules are missing, say how to build them."""
 try:
-    from . import crc, records, build  # noqa: F401
+    from . import build, columns, crc, records  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only on broken installs
     raise ImportError(
         "kcodec's compiled core is not built (" + str(exc) + "). Install kcodec with "

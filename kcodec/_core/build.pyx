@@ -41,8 +41,8 @@ cdef tuple as_headers(object headers):
 
 def columns(records, int64_t default_timestamp, record_type):
     """Split records into keys, values, timestamps and headers lists. A record
-    is a `record_type` (kcodec.Record), a (key, value) or (key, value,
-    timestamp, headers) tuple, or a dict with those names."""
+    is a `record_type` (kcodec.Record), a (key, value[, timestamp[, headers]])
+    tuple, or a dict with those names."""
     cdef list keys = [], values = [], timestamps = [], headers = []
     cdef Py_ssize_t width
     for r in records:
@@ -53,16 +53,19 @@ def columns(records, int64_t default_timestamp, record_type):
             elif width == 2:
                 key, value = <tuple>r
                 ts = hdrs = None
+            elif width == 3:
+                key, value, ts = <tuple>r
+                hdrs = None
             else:
-                raise TypeError(f"a record tuple has 2 or 4 items, not {width}")
+                raise TypeError(f"a record tuple has 2, 3 or 4 items, not {width}")
         elif isinstance(r, record_type):
             key, value, ts, hdrs = r.key, r.value, r.timestamp, r.headers
         elif isinstance(r, dict):
             key, value = r.get("key"), r.get("value")
             ts, hdrs = r.get("timestamp"), r.get("headers")
         else:
-            raise TypeError("a record is a kcodec.Record, a (key, value) or "
-                            "(key, value, timestamp, headers) tuple, or a dict of those names")
+            raise TypeError("a record is a kcodec.Record, a (key, value[, timestamp[, headers]]) "
+                            "tuple, or a dict of those names")
         keys.append(key if key is None or type(key) is bytes else as_blob(key, "key"))
         values.append(value if value is None or type(value) is bytes else as_blob(value, "value"))
         timestamps.append(default_timestamp if ts is None else int(ts))

@@ -69,7 +69,7 @@ cdef inline int read_uvarint(const uint8_t** pp, const uint8_t* end, int max_byt
 
 
 cdef inline int read_varlong(const uint8_t** pp, const uint8_t* end, int64_t* out) noexcept nogil:
-    cdef uint64_t raw
+    cdef uint64_t raw = 0
     cdef int st = read_uvarint(pp, end, 10, &raw)
     out[0] = <int64_t>((raw >> 1) ^ (0 - (raw & 1)))
     return st
@@ -77,7 +77,7 @@ cdef inline int read_varlong(const uint8_t** pp, const uint8_t* end, int64_t* ou
 
 cdef inline int read_varint(const uint8_t** pp, const uint8_t* end, int32_t* out) noexcept nogil:
     """Java's ByteUtils.readVarint: at most 5 bytes; bits past 32 are dropped."""
-    cdef uint64_t raw
+    cdef uint64_t raw = 0
     cdef int st = read_uvarint(pp, end, 5, &raw)
     cdef uint32_t low = <uint32_t>raw
     out[0] = <int32_t>((low >> 1) ^ (0 - (low & 1)))

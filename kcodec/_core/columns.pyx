@@ -1,0 +1,307 @@
+# Records -> Arrow columns, with no Python object per record.
+#
+# Two passes over the parsed batches (records.pxd Slots): the first sums what
+# the columns will hold (rows, key/value/header bytes), so every buffer is
+# allocated once at its final size; the second copies fields into them without
+# the GIL. Header fields are re-read with bounded reads in both passes: the
+# input may be a mutable buffer.
+cimport cython
+from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+
+from kcodec._core.wire cimport read_blob
+from kcodec._core.records cimport Batch, Slot, Slots
+
+import numpy as np
+import pyarrow as pa
+
+from kcodec.errors import CorruptRecordError
+
+cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
+
+
+cdef struct Block:            # one parsed batch, as the nogil pass needs it
+    const uint8_t* base
+    Slot* items
+    Py_ssize_t count
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t leader_epoch
+    bint transactional
+
+
+cdef struct Totals:
+    Py_ssize_t rows
+    Py_ssize_t key_bytes
+    Py_ssize_t value_bytes
+    Py_ssize_t headers
+    Py_ssize_t header_key_bytes
+    Py_ssize_t header_value_bytes
+    bint header_keys_ascii
+
+
+cdef int measure(Block* b, Totals* t) noexcept nogil:
+    """Add a block to the totals; -1 when a header no longer fits its record."""
+    cdef Py_ssize_t i
+    cdef int32_t j, hk, hv
+    cdef Slot* s
+    cdef const uint8_t* p
+    cdef const uint8_t* end
+    cdef const uint8_t* key
+    cdef const uint8_t* value
+    t.rows += b.count
+    for i in range(b.count):
+        s = &b.items[i]
+        if s.key_len > 0:
+            t.key_bytes += s.key_len
+        if s.value_len > 0:
+            t.value_bytes += s.value_len
+        t.headers += s.headers_count
+        p = b.base + s.headers_pos
+        end = b.base + s.headers_end
+        for j in range(s.headers_count):
+            if read_blob(&p, end, &key, &hk) or hk < 0 or read_blob(&p, end, &value, &hv):
+                return -1
+            t.header_key_bytes += hk
+            if hv > 0:
+                t.header_value_bytes += hv
+            while hk > 0:
+                hk -= 1
+                if key[hk] & 0x80:
+                    t.header_keys_ascii = False
+    return 0
+
+
+cdef struct Out:              # the column buffers being filled
+    int64_t* offset
+    int64_t* timestamp
+    uint8_t* timestamp_valid
+    int32_t* timestamp_type
+    int32_t* key_offsets
+    uint8_t* key_data
+    uint8_t* key_valid
+    int32_t* value_offsets
+    uint8_t* value_data
+    uint8_t* value_valid
+    int32_t* header_list_offsets
+    uint8_t* headers_valid
+    int32_t* header_key_offsets
+    uint8_t* header_key_data
+    int32_t* header_value_offsets
+    uint8_t* header_value_data
+    uint8_t* header_value_valid
+    int64_t* producer_id           # batch columns (NULL unless asked for)
+    int16_t* producer_epoch
+    int32_t* sequence
+    uint8_t* transactional
+    int32_t* leader_epoch
+
+
+cdef inline void put_bytes(const uint8_t* src, int32_t n, uint8_t* data, int32_t* offsets,
+                           Py_ssize_t i) noexcept nogil:
+    """Append value i of a binary column (n < 0, null, adds no bytes)."""
+    cdef int32_t at = offsets[i]
+    if n > 0:
+        memcpy(data + at, src, n)
+        at += n
+    offsets[i + 1] = at
+
+
+cdef void fill(Block* blocks, Py_ssize_t n_blocks, Out* o) noexcept nogil:
+    cdef Py_ssize_t bi, i, row = 0, h = 0
+    cdef int32_t j, hk = 0, hv = 0
+    cdef Block* b
+    cdef Slot* s
+    cdef const uint8_t* p
+    cdef const uint8_t* end
+    cdef const uint8_t* key = NULL
+    cdef const uint8_t* value = NULL
+    o.key_offsets[0] = o.value_offsets[0] = 0
+    o.header_list_offsets[0] = o.header_key_offsets[0] = o.header_value_offsets[0] = 0
+    for bi in range(n_blocks):
+        b = &blocks[bi]
+        for i in range(b.count):
+            s = &b.items[i]
+            o.offset[row] = s.offset
+            o.timestamp[row] = s.timestamp
+            o.timestamp_valid[row] = s.magic > 0
+            o.timestamp_type[row] = s.ts_type
+            o.key_valid[row] = s.key_len >= 0
+            put_bytes(b.base + s.key_pos, s.key_len, o.key_data, o.key_offsets, row)
+            o.value_valid[row] = s.value_len >= 0
+            put_bytes(b.base + s.value_pos, s.value_len, o.value_data, o.value_offsets, row)
+            o.headers_valid[row] = s.headers_count > 0
+            p = b.base + s.headers_pos
+            end = b.base + s.headers_end
+            for j in range(s.headers_count):
+                read_blob(&p, end, &key, &hk)          # measured already: in bounds
+                read_blob(&p, end, &value, &hv)
+                put_bytes(key, hk, o.header_key_data, o.header_key_offsets, h)
+                o.header_value_valid[h] = hv >= 0
+                put_bytes(value, hv, o.header_value_data, o.header_value_offsets, h)
+                h += 1
+            o.header_list_offsets[row + 1] = <int32_t>h
+            if o.producer_id != NULL:
+                o.producer_id[row] = b.producer_id
+                o.producer_epoch[row] = b.producer_epoch
+                o.sequence[row] = s.sequence
+                o.transactional[row] = b.transactional
+                o.leader_epoch[row] = b.leader_epoch
+            row += 1
+
+
+cdef inline void* ptr(arr):
+    cdef uint8_t[::1] view
+    if arr is None or arr.nbytes == 0:
+        return NULL
+    view = arr.view(np.uint8)
+    return &view[0]
+
+
+def _validity(mask):
+    """An Arrow validity bitmap from a 0/1 byte mask, or None when nothing is null."""
+    nulls = len(mask) - int(np.count_nonzero(mask))
+    if nulls == 0:
+        return None, 0
+    return pa.py_buffer(np.packbits(mask.view(np.bool_), bitorder="little")), nulls
+
+
+def _binary(offsets, data, mask, arrow_type=pa.binary()):
+    validity, nulls = _validity(mask)
+    return pa.Array.from_buffers(arrow_type, len(mask), [validity, pa.py_buffer(offsets),
+                                                         pa.py_buffer(data)], nulls)
+
+
+def _numbers(values, mask=None, arrow_type=None):
+    validity, nulls = _validity(mask) if mask is not None else (None, 0)
+    return pa.Array.from_buffers(arrow_type, len(values), [validity, pa.py_buffer(values)], nulls)
+
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+
+
+def decode_columns(batches, bint include_control=False, bint batch_columns=False):
+    """Decode every record of `batches` (kcodec Batch objects) into a dict of
+    Arrow arrays named as decode()'s schema."""
+    cdef list kept = []
+    cdef Batch batch
+    cdef Slots slots
+    cdef Py_ssize_t n_blocks, k
+    cdef Block* blocks
+    cdef Totals t
+    cdef Out o
+    for batch in batches:
+        if batch.magic == 2 and batch.attributes & 0x20:
+            if not include_control:
+                continue
+            batch._loaded()                          # validates the control keys and values
+        kept.append((batch, batch.parsed()))
+    n_blocks = len(kept)
+    blocks = <Block*>malloc(max(n_blocks, 1) * sizeof(Block))
+    if blocks == NULL:
+        raise MemoryError()
+    try:
+        t.rows = t.key_bytes = t.value_bytes = t.headers = 0
+        t.header_key_bytes = t.header_value_bytes = 0
+        t.header_keys_ascii = True
+        for k in range(n_blocks):
+            batch, slots = kept[k]
+            blocks[k].base = slots.src.base
+            blocks[k].items = slots.items
+            blocks[k].count = slots.count
+            blocks[k].producer_id = batch.producer_id
+            blocks[k].producer_epoch = batch.producer_epoch
+            blocks[k].leader_epoch = batch.partition_leader_epoch
+            blocks[k].transactional = batch.magic == 2 and batch.attributes & 0x10
+            if measure(&blocks[k], &t):
+                raise CorruptRecordError("record headers no longer fit their record: the input "
+                                         "buffer changed after it was read",
+                                         position=batch.position)
+        for size in (t.key_bytes, t.value_bytes, t.header_key_bytes, t.header_value_bytes):
+            if size > MAX_ARROW_BYTES:
+                raise ValueError(f"{size} bytes in one column exceed Arrow's 2 GiB binary "
+                                 "limit; decode fewer batches at a time (e.g. iter_decode)")
+        rows, nh = t.rows, t.headers
+        cols = {
+            "offset": np.empty(rows, np.int64), "timestamp": np.empty(rows, np.int64),
+            "timestamp_valid": np.empty(rows, np.uint8), "timestampType": np.empty(rows, np.int32),
+            "key_offsets": np.empty(rows + 1, np.int32), "key_data": np.empty(t.key_bytes, np.uint8),
+            "key_valid": np.empty(rows, np.uint8),
+            "value_offsets": np.empty(rows + 1, np.int32),
+            "value_data": np.empty(t.value_bytes, np.uint8), "value_valid": np.empty(rows, np.uint8),
+            "header_list_offsets": np.empty(rows + 1, np.int32),
+            "headers_valid": np.empty(rows, np.uint8),
+            "header_key_offsets": np.empty(nh + 1, np.int32),
+            "header_key_data": np.empty(t.header_key_bytes, np.uint8),
+            "header_value_offsets": np.empty(nh + 1, np.int32),
+            "header_value_data": np.empty(t.header_value_bytes, np.uint8),
+            "header_value_valid": np.empty(nh, np.uint8),
+        }
+        if batch_columns:
+            cols.update(producerId=np.empty(rows, np.int64), producerEpoch=np.empty(rows, np.int16),
+                        sequence=np.empty(rows, np.int32), isTransactional=np.empty(rows, np.uint8),
+                        leaderEpoch=np.empty(rows, np.int32))
+        o.offset = <int64_t*>ptr(cols["offset"])
+        o.timestamp = <int64_t*>ptr(cols["timestamp"])
+        o.timestamp_valid = <uint8_t*>ptr(cols["timestamp_valid"])
+        o.timestamp_type = <int32_t*>ptr(cols["timestampType"])
+        o.key_offsets = <int32_t*>ptr(cols["key_offsets"])
+        o.key_data = <uint8_t*>ptr(cols["key_data"])
+        o.key_valid = <uint8_t*>ptr(cols["key_valid"])
+        o.value_offsets = <int32_t*>ptr(cols["value_offsets"])
+        o.value_data = <uint8_t*>ptr(cols["value_data"])
+        o.value_valid = <uint8_t*>ptr(cols["value_valid"])
+        o.header_list_offsets = <int32_t*>ptr(cols["header_list_offsets"])
+        o.headers_valid = <uint8_t*>ptr(cols["headers_valid"])
+        o.header_key_offsets = <int32_t*>ptr(cols["header_key_offsets"])
+        o.header_key_data = <uint8_t*>ptr(cols["header_key_data"])
+        o.header_value_offsets = <int32_t*>ptr(cols["header_value_offsets"])
+        o.header_value_data = <uint8_t*>ptr(cols["header_value_data"])
+        o.header_value_valid = <uint8_t*>ptr(cols["header_value_valid"])
+        o.producer_id = <int64_t*>ptr(cols.get("producerId"))
+        o.producer_epoch = <int16_t*>ptr(cols.get("producerEpoch"))
+        o.sequence = <int32_t*>ptr(cols.get("sequence"))
+        o.transactional = <uint8_t*>ptr(cols.get("isTransactional"))
+        o.leader_epoch = <int32_t*>ptr(cols.get("leaderEpoch"))
+        with nogil:
+            fill(blocks, n_blocks, &o)
+    finally:
+        free(blocks)
+    return _assemble(cols, rows, nh, t.header_keys_ascii, batch_columns)
+
+
+def _assemble(cols, rows, nh, bint header_keys_ascii, bint batch_columns):
+    header_keys = _binary(cols["header_key_offsets"], cols["header_key_data"],
+                          np.ones(nh, np.uint8), pa.binary())
+    if header_keys_ascii:
+        header_keys = header_keys.view(pa.string())
+    else:       # Java decodes header keys as UTF-8, replacing what is not
+        header_keys = pa.array([k.decode("utf-8", "replace") for k in header_keys.to_pylist()],
+                               pa.string())
+    header_values = _binary(cols["header_value_offsets"], cols["header_value_data"],
+                            cols["header_value_valid"])
+    structs = pa.StructArray.from_arrays([header_keys, header_values],
+                                         fields=list(HEADER_TYPE))
+    validity, nulls = _validity(cols["headers_valid"])
+    headers = pa.Array.from_buffers(pa.list_(HEADER_TYPE), rows,
+                                    [validity, pa.py_buffer(cols["header_list_offsets"])],
+                                    nulls, children=[structs])
+    out = {
+        "key": _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"]),
+        "value": _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"]),
+        "offset": _numbers(cols["offset"], arrow_type=pa.int64()),
+        "timestamp": _numbers(cols["timestamp"], cols["timestamp_valid"],
+                              pa.timestamp("ms", tz="UTC")),
+        "timestampType": _numbers(cols["timestampType"], arrow_type=pa.int32()),
+        "headers": headers,
+    }
+    if batch_columns:
+        out.update(
+            producerId=_numbers(cols["producerId"], arrow_type=pa.int64()),
+            producerEpoch=_numbers(cols["producerEpoch"], arrow_type=pa.int16()),
+            sequence=_numbers(cols["sequence"], arrow_type=pa.int32()),
+            isTransactional=pa.array(cols["isTransactional"].view(np.bool_), pa.bool_()),
+            leaderEpoch=_numbers(cols["leaderEpoch"], arrow_type=pa.int32()),
+        )
+    return out

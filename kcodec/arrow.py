@@ -1,0 +1,48 @@
+"""Record sets straight to Arrow: the columns of Spark's Kafka source, built
+by the compiled core (kcodec/_core/columns.pyx) without a Python object per
+record."""
+import numpy as np
+import pyarrow as pa
+
+from ._core.columns import HEADER_TYPE, decode_columns
+from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from .records import consumer_batches
+
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+BATCH_FIELDS = [
+    pa.field("producerId", pa.int64()), pa.field("producerEpoch", pa.int16()),
+    pa.field("sequence", pa.int32()), pa.field("isTransactional", pa.bool_()),
+    pa.field("leaderEpoch", pa.int32()),
+]
+
+
+def schema(*, topic=False, partition=False, batch_columns=False):
+    """The schema decode() returns."""
+    fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary())]
+    if topic:
+        fields.append(pa.field("topic", pa.string()))
+    if partition:
+        fields.append(pa.field("partition", pa.int32()))
+    fields += [pa.field("offset", pa.int64()), pa.field("timestamp", TIMESTAMP_TYPE),
+               pa.field("timestampType", pa.int32()), pa.field("headers", pa.list_(HEADER_TYPE))]
+    if batch_columns:
+        fields += BATCH_FIELDS
+    return pa.schema(fields)
+
+
+def decode(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",
+           aborted=None, topic=None, partition=None, batch_columns=False,
+           max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES, partial="stop"):
+    """Decode a record set into a pyarrow.Table, row for row what read_records gives."""
+    batches = consumer_batches(data, isolation, aborted, verify_crc=verify_crc, partial=partial,
+                               max_decompressed_bytes=max_decompressed_bytes)
+    columns = decode_columns(batches, include_control, batch_columns)
+    rows = len(columns["offset"])
+    if topic is not None:
+        columns["topic"] = pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(rows, np.int32)), pa.array([topic], pa.string())).cast(pa.string())
+    if partition is not None:
+        columns["partition"] = pa.array(np.full(rows, partition, np.int32))
+    target = schema(topic=topic is not None, partition=partition is not None,
+                    batch_columns=batch_columns)
+    return pa.Table.from_arrays([columns[name] for name in target.names], schema=target)
