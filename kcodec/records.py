@@ -6,7 +6,9 @@ chooses options, filters transactions and normalises what callers pass in.
 import time
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_id
-from ._core.build import columns, encode_control as _encode_control, encode_legacy, encode_v2
+from ._core.build import (
+    encode_control as _encode_control, encode_legacy, encode_v2, rows_from_arrow, rows_from_records,
+)
 from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIterator
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -97,21 +99,29 @@ def aborted_transactions(batches):
 
 # ------------------------------------------------------------------ encoding
 
-def _table_rows(table):
-    """Rows of a pyarrow.Table with decode()'s column names (key, value,
-    timestamp, headers; only value is required)."""
+def _table_rows(table, default_timestamp):
+    """Rows straight from a pyarrow.Table's buffers, with decode()'s column
+    names (key, value, timestamp, headers; only value is required)."""
+    import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    cols = {name: table.column(name) for name in table.column_names}
-    if "value" not in cols:
+    table = table.combine_chunks()
+    column = {name: table.column(name).chunk(0) if table.column(name).num_chunks else None
+              for name in table.column_names}
+    n = table.num_rows
+    ts = column.get("timestamp")
+    if ts is None:
+        timestamps = np.full(n, default_timestamp, np.int64)
+    else:
+        if pa.types.is_timestamp(ts.type):
+            ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz)).cast(pa.int64())
+        timestamps = np.ascontiguousarray(
+            pc.fill_null(ts.cast(pa.int64()), default_timestamp).to_numpy(), np.int64)
+    if "value" not in column:
         raise ValueError("a table to encode needs a 'value' column")
-    if "timestamp" in cols and pa.types.is_timestamp(cols["timestamp"].type):
-        cols["timestamp"] = cols["timestamp"].cast(pa.timestamp("ms")).cast(pa.int64())
-    rows = {name: col.to_pylist() for name, col in cols.items()}
-    nothing = [None] * table.num_rows
-    keys, timestamps, headers = (rows.get(name, nothing) for name in ("key", "timestamp", "headers"))
-    for key, value, ts, hdrs in zip(keys, rows["value"], timestamps, headers):
-        yield key, value, ts, [(h["key"], h["value"]) for h in hdrs] if hdrs else None
+    return rows_from_arrow(column.get("key"), column["value"], timestamps,
+                           column.get("headers"), n)
 
 
 def encode(records, *, magic=2, compression="none", compression_level=None, base_offset=0,
@@ -125,32 +135,30 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
         raise ValueError(f"timestamp_type must be one of {tuple(_TIMESTAMP_TYPES)}")
     if max_batch_bytes < 1:
         raise ValueError("max_batch_bytes must be positive")
+    now = int(time.time() * 1000)
     if hasattr(records, "column_names") and hasattr(records, "num_rows"):
-        records = _table_rows(records)
-    keys, values, timestamps, headers = columns(records, int(time.time() * 1000), Record)
-    if not keys:
+        rows = _table_rows(records, now)
+    else:
+        rows = rows_from_records(records, now, Record)
+    n = len(rows)
+    if not n:
         return b""
-    if base_offset < 0 or base_offset + len(keys) - 1 > INT64_MAX:
-        raise ValueError(f"offsets {base_offset}..{base_offset + len(keys) - 1} do not fit "
+    if base_offset < 0 or base_offset + n - 1 > INT64_MAX:
+        raise ValueError(f"offsets {base_offset}..{base_offset + n - 1} do not fit "
                          "Kafka's int64 offsets")
     ts_type = _TIMESTAMP_TYPES[timestamp_type]
     if magic == 2:
         attributes = (0x08 if ts_type else 0) | (0x10 if transactional else 0)
-        batches = encode_v2(keys, values, timestamps, headers, base_offset=base_offset,
-                            codec=codec, level=compression_level, attributes=attributes,
-                            producer_id=producer_id, producer_epoch=producer_epoch,
-                            base_sequence=base_sequence,
-                            partition_leader_epoch=partition_leader_epoch,
-                            max_batch_bytes=max_batch_bytes)
-    else:
-        if any(headers):
-            raise ValueError(f"magic {magic} messages cannot carry headers")
-        if transactional or producer_id != -1:
-            raise ValueError(f"magic {magic} messages have no producer id or transactions")
-        batches = encode_legacy(keys, values, timestamps, magic=magic, base_offset=base_offset,
-                                codec=codec, level=compression_level, timestamp_type=ts_type,
-                                max_batch_bytes=max_batch_bytes)
-    return batches[0] if len(batches) == 1 else b"".join(batches)
+        return encode_v2(rows, base_offset=base_offset, codec=codec, level=compression_level,
+                         attributes=attributes, producer_id=producer_id,
+                         producer_epoch=producer_epoch, base_sequence=base_sequence,
+                         partition_leader_epoch=partition_leader_epoch,
+                         max_batch_bytes=max_batch_bytes)
+    if transactional or producer_id != -1:
+        raise ValueError(f"magic {magic} messages have no producer id or transactions")
+    return encode_legacy(rows, magic=magic, base_offset=base_offset, codec=codec,
+                         level=compression_level, timestamp_type=ts_type,
+                         max_batch_bytes=max_batch_bytes)
 
 
 def encode_control(kind, *, producer_id, producer_epoch, offset, coordinator_epoch=0,

@@ -1,10 +1,15 @@
 # Encoders: v2 record batches (data and control) and v0/v1 messages, plain or
-# in compressed wrappers. Layouts as in records.pyx. Records arrive as parallel
-# lists (keys, values, timestamps, headers) already normalised by the facade.
+# in compressed wrappers. Layouts as in records.pyx.
+#
+# Records reach the writers as Rows: pointers and lengths of each key, value and
+# header, plus a timestamp. Rows are filled from Python records (rows_from_records,
+# pointing into the bytes objects, which the caller keeps alive) or straight from
+# Arrow buffers (rows_from_arrow), so each wire layout is written by one function.
 cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy
 
 from kcodec._core.wire cimport *
@@ -15,9 +20,64 @@ from kcodec import compression as _compression
 cdef object _compress = _compression.compress
 cdef tuple NO_HEADERS = ()
 
+cdef enum:
+    LOG_OVERHEAD = 12
+    V2_HEADER = 61
+    LEGACY_V0_OVERHEAD = 14      # crc, magic, attributes, key length, value length
+    LEGACY_V1_OVERHEAD = 22      # ... plus the timestamp
+
+
+# ---------------------------------------------------------------------- rows
+
+cdef struct Blob:
+    const uint8_t* p
+    int32_t n                    # -1: null
+
+
+cdef struct Row:
+    Blob key
+    Blob value
+    int64_t timestamp
+    Py_ssize_t first_header      # index into Rows.headers (two Blobs a header)
+    int32_t n_headers
+    Py_ssize_t body              # v2 record body size, once computed
+
+
+@cython.final
+cdef class Rows:
+    cdef Row* rows
+    cdef Blob* headers
+    cdef Py_ssize_t n
+    cdef list keep               # the objects the pointers point into
+
+    def __dealloc__(self):
+        PyMem_Free(self.rows)
+        PyMem_Free(self.headers)
+
+    def __len__(self):
+        return self.n
+
+    cdef allocate(self, Py_ssize_t n, Py_ssize_t n_headers):
+        self.n = n
+        self.rows = <Row*>PyMem_Malloc(max(n, 1) * sizeof(Row))
+        self.headers = <Blob*>PyMem_Malloc(max(2 * n_headers, 1) * sizeof(Blob))
+        if self.rows == NULL or self.headers == NULL:
+            raise MemoryError()
+
+
+cdef inline void set_blob(Blob* b, object value):
+    if value is None:
+        b.p = NULL
+        b.n = -1
+    else:
+        b.p = <const uint8_t*>PyBytes_AS_STRING(value)
+        b.n = <int32_t>PyBytes_GET_SIZE(value)
+
 
 cdef object as_blob(object value, str what):
     if value is None or type(value) is bytes:
+        if value is not None and PyBytes_GET_SIZE(value) > 0x7FFFFFFF:
+            raise ValueError(f"record {what} is over 2 GiB")
         return value
     if isinstance(value, str):
         return (<str>value).encode()
@@ -39,23 +99,24 @@ cdef tuple as_headers(object headers):
     return tuple(out)
 
 
-def columns(records, int64_t default_timestamp, record_type):
-    """Split records into keys, values, timestamps and headers lists. A record
-    is a `record_type` (kcodec.Record), a (key, value[, timestamp[, headers]])
-    tuple, or a dict with those names."""
+def rows_from_records(records, int64_t default_timestamp, record_type):
+    """Rows from Python records: a `record_type` (kcodec.Record), a (key,
+    value[, timestamp[, headers]]) tuple, or a dict with those names."""
     cdef list keys = [], values = [], timestamps = [], headers = []
-    cdef Py_ssize_t width
+    cdef Py_ssize_t width, i, h = 0, n_headers = 0
+    cdef Rows rows = Rows.__new__(Rows)
+    cdef Row* row
     for r in records:
         if isinstance(r, tuple):
             width = len(<tuple>r)
             if width == 4:
                 key, value, ts, hdrs = <tuple>r
-            elif width == 2:
-                key, value = <tuple>r
-                ts = hdrs = None
             elif width == 3:
                 key, value, ts = <tuple>r
                 hdrs = None
+            elif width == 2:
+                key, value = <tuple>r
+                ts = hdrs = None
             else:
                 raise TypeError(f"a record tuple has 2, 3 or 4 items, not {width}")
         elif isinstance(r, record_type):
@@ -66,181 +127,326 @@ def columns(records, int64_t default_timestamp, record_type):
         else:
             raise TypeError("a record is a kcodec.Record, a (key, value[, timestamp[, headers]]) "
                             "tuple, or a dict of those names")
-        keys.append(key if key is None or type(key) is bytes else as_blob(key, "key"))
-        values.append(value if value is None or type(value) is bytes else as_blob(value, "value"))
-        timestamps.append(default_timestamp if ts is None else int(ts))
-        headers.append(NO_HEADERS if not hdrs else as_headers(hdrs))
-    return keys, values, timestamps, headers
-
-cdef enum:
-    LOG_OVERHEAD = 12
-    V2_HEADER = 61
-    LEGACY_V0_OVERHEAD = 14      # crc, magic, attributes, key length, value length
-    LEGACY_V1_OVERHEAD = 22      # ... plus the timestamp
-
-
-cdef inline Py_ssize_t blob_len(object b):
-    return -1 if b is None else PyBytes_GET_SIZE(b)
-
-
-cdef inline uint8_t* write_blob_varint(uint8_t* p, object b):
-    cdef Py_ssize_t n
-    if b is None:
-        return write_varlong(p, -1)
-    n = PyBytes_GET_SIZE(b)
-    p = write_varlong(p, n)
-    memcpy(p, PyBytes_AS_STRING(b), n)
-    return p + n
+        keys.append(as_blob(key, "key"))
+        values.append(as_blob(value, "value"))
+        timestamps.append(default_timestamp if ts is None else ts)
+        hdrs = as_headers(hdrs)
+        headers.append(hdrs)
+        n_headers += len(<tuple>hdrs)
+    rows.allocate(len(keys), n_headers)
+    rows.keep = [keys, values, headers]
+    for i in range(rows.n):
+        row = &rows.rows[i]
+        set_blob(&row.key, keys[i])
+        set_blob(&row.value, values[i])
+        row.timestamp = timestamps[i]
+        row.first_header = h
+        row.n_headers = len(<tuple>headers[i])
+        for hk, hv in <tuple>headers[i]:
+            set_blob(&rows.headers[2 * h], hk)
+            set_blob(&rows.headers[2 * h + 1], hv)
+            h += 1
+    return rows
 
 
-cdef inline Py_ssize_t blob_varint_size(object b):
-    cdef Py_ssize_t n
-    if b is None:
-        return 1
-    n = PyBytes_GET_SIZE(b)
-    return varlong_size(n) + n
+# Arrow: a binary or string column, read through its buffers.
+cdef struct BinaryColumn:
+    const uint8_t* validity      # NULL: no nulls
+    const int32_t* offsets
+    const int64_t* large_offsets
+    const uint8_t* data
+    Py_ssize_t start             # the array's slice offset
 
 
-cdef Py_ssize_t record_body_size(object key, object value, tuple headers,
-                                 int64_t ts_delta, int64_t offset_delta):
+cdef inline bint is_valid(const uint8_t* validity, Py_ssize_t i) noexcept nogil:
+    return validity == NULL or (validity[i >> 3] >> (i & 7)) & 1
+
+
+cdef inline void get_blob(BinaryColumn* c, Py_ssize_t i, Blob* out) noexcept nogil:
+    cdef int64_t a, b
+    i += c.start
+    if not is_valid(c.validity, i):
+        out.p = NULL
+        out.n = -1
+        return
+    if c.offsets != NULL:
+        a = c.offsets[i]
+        b = c.offsets[i + 1]
+    else:
+        a = c.large_offsets[i]
+        b = c.large_offsets[i + 1]
+    out.p = c.data + a
+    out.n = <int32_t>(b - a)
+
+
+cdef class _Buffers:
+    """Pointers into an Arrow array's buffers, kept alive while they are read."""
+    cdef list views
+
+    def __cinit__(self):
+        self.views = []
+
+    cdef const uint8_t* address(self, buf) except? NULL:
+        if buf is None:
+            return NULL
+        view = memoryview(buf)
+        self.views.append(view)
+        if len(view) == 0:
+            return <const uint8_t*>""
+        cdef const uint8_t[::1] bytes_view = view.cast("B")
+        return &bytes_view[0]
+
+
+cdef binary_column(_Buffers keep, array, BinaryColumn* c, str name):
+    import pyarrow as pa
+    t = array.type
+    if pa.types.is_binary_view(t) or pa.types.is_string_view(t):
+        array = array.cast(pa.large_binary())
+        t = array.type
+    if not (pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t)
+            or pa.types.is_large_string(t)):
+        raise TypeError(f"column {name!r} must be binary or string, not {t}")
+    validity, offsets, data = array.buffers()[:3]
+    c.validity = keep.address(validity) if array.null_count else NULL
+    c.offsets = NULL
+    c.large_offsets = NULL
+    if pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+        c.large_offsets = <const int64_t*>keep.address(offsets)
+    else:
+        c.offsets = <const int32_t*>keep.address(offsets)
+    c.data = keep.address(data)
+    c.start = array.offset
+
+
+def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n):
+    """Rows from Arrow arrays (key/value binary or string, headers
+    list<struct<key, value>>, any of them None) and an int64 numpy array of
+    timestamps; no Python object per record."""
+    import pyarrow as pa
+    cdef _Buffers keep = _Buffers()
+    cdef Rows rows = Rows.__new__(Rows)
+    cdef BinaryColumn k, v, hk, hv
+    cdef const int64_t[::1] ts = timestamps
+    cdef const int32_t* list_offsets = NULL
+    cdef const uint8_t* list_validity = NULL
+    cdef Py_ssize_t list_start = 0, n_headers = 0, i, j, first, last, h = 0
+    cdef Row* row
+    cdef bint has_key = key is not None
+    if has_key:
+        binary_column(keep, key, &k, "key")
+    if value is None:
+        raise ValueError("a table to encode needs a 'value' column")
+    binary_column(keep, value, &v, "value")
+    if headers is not None:
+        if not pa.types.is_list(headers.type):
+            raise TypeError(f"column 'headers' must be list<struct<key, value>>, not {headers.type}")
+        list_validity = keep.address(headers.buffers()[0]) if headers.null_count else NULL
+        list_offsets = <const int32_t*>keep.address(headers.buffers()[1])
+        list_start = headers.offset
+        structs = headers.values
+        if structs.null_count:
+            raise ValueError("a header may not be null")
+        binary_column(keep, structs.field("key"), &hk, "headers.key")
+        binary_column(keep, structs.field("value"), &hv, "headers.value")
+        if structs.field("key").null_count:
+            raise ValueError("a header key may not be null")
+        n_headers = len(structs)
+    rows.allocate(n, n_headers)
+    rows.keep = [keep, timestamps]
+    with nogil:
+        for i in range(n):
+            row = &rows.rows[i]
+            if has_key:
+                get_blob(&k, i, &row.key)
+            else:
+                row.key.p = NULL
+                row.key.n = -1
+            get_blob(&v, i, &row.value)
+            row.timestamp = ts[i]
+            row.first_header = h
+            row.n_headers = 0
+            if list_offsets != NULL and is_valid(list_validity, i + list_start):
+                first = list_offsets[i + list_start]
+                last = list_offsets[i + list_start + 1]
+                row.n_headers = <int32_t>(last - first)
+                for j in range(first, last):
+                    get_blob(&hk, j, &rows.headers[2 * h])
+                    get_blob(&hv, j, &rows.headers[2 * h + 1])
+                    h += 1
+    return rows
+
+
+# ------------------------------------------------------------------- v2 batches
+
+cdef inline Py_ssize_t blob_size(Blob* b) noexcept nogil:
+    return 1 if b.n < 0 else varlong_size(b.n) + b.n
+
+
+cdef inline uint8_t* write_blob(uint8_t* p, Blob* b) noexcept nogil:
+    p = write_varlong(p, b.n)
+    if b.n > 0:
+        memcpy(p, b.p, b.n)
+        p += b.n
+    return p
+
+
+cdef Py_ssize_t body_size(Rows rows, Row* row, int64_t ts_delta, int64_t offset_delta) noexcept nogil:
     cdef Py_ssize_t n = 1 + varlong_size(ts_delta) + varlong_size(offset_delta)
-    n += blob_varint_size(key) + blob_varint_size(value)
-    n += varlong_size(len(headers))
-    for hk, hv in headers:
-        n += blob_varint_size(hk) + blob_varint_size(hv)
+    cdef Py_ssize_t h
+    n += blob_size(&row.key) + blob_size(&row.value) + varlong_size(row.n_headers)
+    for h in range(row.first_header, row.first_header + row.n_headers):
+        n += blob_size(&rows.headers[2 * h]) + blob_size(&rows.headers[2 * h + 1])
     return n
 
 
-cdef bytes v2_records(list keys, list values, list timestamps, list headers,
-                      Py_ssize_t start, Py_ssize_t stop, int64_t base_ts, Py_ssize_t size,
-                      const Py_ssize_t* bodies):
-    """The records section of one batch; bodies[i] is record i's body size."""
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
-    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
-    cdef Py_ssize_t i
-    cdef tuple hdrs
+cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, int64_t base_ts,
+                            uint8_t* p) noexcept nogil:
+    """Records [start, stop) of one batch (their bodies sized by split_batch)."""
+    cdef Py_ssize_t i, h
+    cdef Row* row
     for i in range(start, stop):
-        hdrs = <tuple>headers[i]
-        p = write_varlong(p, bodies[i])
+        row = &rows.rows[i]
+        p = write_varlong(p, row.body)
         p[0] = 0
         p += 1
-        p = write_varlong(p, <int64_t>timestamps[i] - base_ts)
+        p = write_varlong(p, row.timestamp - base_ts)
         p = write_varlong(p, i - start)
-        p = write_blob_varint(p, keys[i])
-        p = write_blob_varint(p, values[i])
-        p = write_varlong(p, len(hdrs))
-        for hk, hv in hdrs:
-            p = write_blob_varint(p, hk)
-            p = write_blob_varint(p, hv)
-    return out
+        p = write_blob(p, &row.key)
+        p = write_blob(p, &row.value)
+        p = write_varlong(p, row.n_headers)
+        for h in range(row.first_header, row.first_header + row.n_headers):
+            p = write_blob(p, &rows.headers[2 * h])
+            p = write_blob(p, &rows.headers[2 * h + 1])
+    return p
 
 
-cdef bytes v2_batch(object records, int32_t count, int64_t base_offset, int attributes,
-                    int32_t last_offset_delta, int64_t base_ts, int64_t max_ts,
-                    int64_t producer_id, int producer_epoch, int32_t base_sequence,
-                    int32_t partition_leader_epoch):
-    """Header + records section (already compressed if the attributes say so)."""
-    cdef const uint8_t[::1] body = records
-    cdef Py_ssize_t n = body.shape[0]
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, V2_HEADER + n)
-    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
+cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t max_batch_bytes,
+                            Py_ssize_t* size, int64_t* max_ts) noexcept nogil:
+    """Where the batch starting at `start` ends: records while the batch stays
+    within max_batch_bytes (at least one). Sizes each record's body."""
+    cdef Py_ssize_t stop = start, rec
+    cdef int64_t base_ts = rows.rows[start].timestamp
+    cdef Row* row
+    size[0] = 0
+    max_ts[0] = base_ts
+    while stop < rows.n:
+        row = &rows.rows[stop]
+        row.body = body_size(rows, row, row.timestamp - base_ts, stop - start)
+        rec = varlong_size(row.body) + row.body
+        if stop > start and V2_HEADER + size[0] + rec > max_batch_bytes:
+            break
+        size[0] += rec
+        if row.timestamp > max_ts[0]:
+            max_ts[0] = row.timestamp
+        stop += 1
+    return stop
+
+
+cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int64_t base_offset,
+                          int attributes, int64_t base_ts, int64_t max_ts, int64_t producer_id,
+                          int16_t producer_epoch, int32_t base_sequence,
+                          int32_t partition_leader_epoch) noexcept:
+    """The 61-byte header in front of records_len bytes of records, CRC included."""
     store_u64(p, <uint64_t>base_offset)
-    store_u32(p + 8, <uint32_t>(V2_HEADER - LOG_OVERHEAD + n))
+    store_u32(p + 8, <uint32_t>(V2_HEADER - LOG_OVERHEAD + records_len))
     store_u32(p + 12, <uint32_t>partition_leader_epoch)
     p[16] = 2
     store_u16(p + 21, <uint16_t>attributes)
-    store_u32(p + 23, <uint32_t>last_offset_delta)
+    store_u32(p + 23, <uint32_t>(count - 1))
     store_u64(p + 27, <uint64_t>base_ts)
     store_u64(p + 35, <uint64_t>max_ts)
     store_u64(p + 43, <uint64_t>producer_id)
     store_u16(p + 51, <uint16_t>producer_epoch)
     store_u32(p + 53, <uint32_t>base_sequence)
     store_u32(p + 57, <uint32_t>count)
-    if n:
-        memcpy(p + V2_HEADER, &body[0], n)
-    store_u32(p + 17, crc32c_of(p + 21, V2_HEADER - 21 + n))
-    return out
+    store_u32(p + 17, crc32c_of(p + 21, V2_HEADER - 21 + records_len))
 
 
-def encode_v2(list keys, list values, list timestamps, list headers, *,
-              int64_t base_offset, int codec, level, int attributes,
+def encode_v2(Rows rows, *, int64_t base_offset, int codec, level, int attributes,
               int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
               int32_t partition_leader_epoch, Py_ssize_t max_batch_bytes):
-    """Encode records as v2 batches of at most max_batch_bytes each (before
-    compression; a batch always takes at least one record). Returns a list."""
-    cdef Py_ssize_t n = len(keys)
-    cdef Py_ssize_t start = 0, stop, size, rec
-    cdef int64_t base_ts, max_ts, ts
+    """Encode rows as v2 batches of at most max_batch_bytes each (before
+    compression; a batch always takes at least one record). Returns bytes."""
+    cdef Py_ssize_t start = 0, stop, size, total = 0
+    cdef int64_t max_ts
     cdef int32_t seq
-    cdef list batches = []
-    cdef Py_ssize_t* bodies = <Py_ssize_t*>PyMem_Malloc(max(n, 1) * sizeof(Py_ssize_t))
-    if bodies == NULL:
-        raise MemoryError()
+    cdef list parts = []
+    cdef bytes out, records
+    cdef uint8_t* p
+    cdef const uint8_t[::1] compressed
     attributes |= codec
-    try:
-        while start < n:
-            base_ts = timestamps[start]
-            max_ts = base_ts
-            size = 0
-            stop = start
-            while stop < n:
-                ts = timestamps[stop]
-                bodies[stop] = record_body_size(keys[stop], values[stop], <tuple>headers[stop],
-                                                ts - base_ts, stop - start)
-                rec = varlong_size(bodies[stop]) + bodies[stop]
-                if stop > start and V2_HEADER + size + rec > max_batch_bytes:
-                    break
-                size += rec
-                if ts > max_ts:
-                    max_ts = ts
-                stop += 1
-            records = v2_records(keys, values, timestamps, headers, start, stop, base_ts, size,
-                                 bodies)
-            if codec:
-                records = _compress(codec, records, level, 2)
-            seq = base_sequence
-            if base_sequence >= 0:
-                seq = <int32_t>((<int64_t>base_sequence + start) % (<int64_t>0x7FFFFFFF + 1))
-            batches.append(v2_batch(records, <int32_t>(stop - start), base_offset + start,
-                                    attributes, <int32_t>(stop - start - 1), base_ts, max_ts,
-                                    producer_id, producer_epoch, seq, partition_leader_epoch))
-            start = stop
-    finally:
-        PyMem_Free(bodies)
-    return batches
+    while start < rows.n:
+        stop = split_batch(rows, start, max_batch_bytes, &size, &max_ts)
+        seq = base_sequence
+        if base_sequence >= 0:
+            seq = <int32_t>((<int64_t>base_sequence + start) % (<int64_t>0x7FFFFFFF + 1))
+        if codec == 0:
+            out = PyBytes_FromStringAndSize(NULL, V2_HEADER + size)
+            p = <uint8_t*>PyBytes_AS_STRING(out)
+            write_records(rows, start, stop, rows.rows[start].timestamp, p + V2_HEADER)
+        else:
+            records = PyBytes_FromStringAndSize(NULL, size)
+            write_records(rows, start, stop, rows.rows[start].timestamp,
+                          <uint8_t*>PyBytes_AS_STRING(records))
+            compressed = _compress(codec, records, level, 2)
+            size = compressed.shape[0]
+            out = PyBytes_FromStringAndSize(NULL, V2_HEADER + size)
+            p = <uint8_t*>PyBytes_AS_STRING(out)
+            if size:
+                memcpy(p + V2_HEADER, &compressed[0], size)
+        write_v2_header(p, size, <int32_t>(stop - start), base_offset + start, attributes,
+                        rows.rows[start].timestamp, max_ts, producer_id, producer_epoch, seq,
+                        partition_leader_epoch)
+        parts.append(out)
+        start = stop
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, int64_t offset,
                    int32_t coordinator_epoch, int64_t timestamp, int32_t partition_leader_epoch=-1):
     """An end-transaction marker batch (ABORT = 0, COMMIT = 1)."""
-    cdef bytes key = PyBytes_FromStringAndSize(NULL, 4)
-    cdef bytes value = PyBytes_FromStringAndSize(NULL, 6)
-    store_u16(<uint8_t*>PyBytes_AS_STRING(key), 0)
-    store_u16(<uint8_t*>PyBytes_AS_STRING(key) + 2, <uint16_t>type_id)
-    store_u16(<uint8_t*>PyBytes_AS_STRING(value), 0)
-    store_u32(<uint8_t*>PyBytes_AS_STRING(value) + 2, <uint32_t>coordinator_epoch)
-    cdef Py_ssize_t body = record_body_size(key, value, (), 0, 0)
-    records = v2_records([key], [value], [timestamp], [()], 0, 1, timestamp,
-                         varlong_size(body) + body, &body)
-    return v2_batch(records, 1, offset, 0x30, 0, timestamp, timestamp, producer_id,
-                    producer_epoch, -1, partition_leader_epoch)
+    cdef uint8_t key[4]
+    cdef uint8_t value[6]
+    cdef Rows rows = Rows.__new__(Rows)
+    store_u16(key, 0)
+    store_u16(key + 2, <uint16_t>type_id)
+    store_u16(value, 0)
+    store_u32(value + 2, <uint32_t>coordinator_epoch)
+    rows.allocate(1, 0)
+    rows.rows[0].key.p = key
+    rows.rows[0].key.n = 4
+    rows.rows[0].value.p = value
+    rows.rows[0].value.n = 6
+    rows.rows[0].timestamp = timestamp
+    rows.rows[0].first_header = 0
+    rows.rows[0].n_headers = 0
+    return encode_v2(rows, base_offset=offset, codec=0, level=None, attributes=0x30,
+                     producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                     partition_leader_epoch=partition_leader_epoch, max_batch_bytes=1 << 30)
 
 
-cdef Py_ssize_t legacy_message_size(int magic, object key, object value):
+# ------------------------------------------------------------ v0/v1 messages
+
+cdef inline Py_ssize_t message_size(int magic, Blob* key, Blob* value) noexcept nogil:
     cdef Py_ssize_t n = LEGACY_V1_OVERHEAD if magic == 1 else LEGACY_V0_OVERHEAD
-    if key is not None:
-        n += PyBytes_GET_SIZE(key)
-    if value is not None:
-        n += PyBytes_GET_SIZE(value)
-    return n
+    return n + max(key.n, 0) + max(value.n, 0)
 
 
-cdef uint8_t* write_legacy_entry(uint8_t* p, int64_t offset, int magic, int attributes,
-                                 int64_t timestamp, object key, object value):
-    cdef Py_ssize_t size = legacy_message_size(magic, key, value)
+cdef inline uint8_t* write_sized(uint8_t* q, Blob* blob) noexcept nogil:
+    """int32 length (-1: null) and the bytes, as v0/v1 messages hold keys and values."""
+    store_u32(q, <uint32_t>blob.n)
+    q += 4
+    if blob.n > 0:
+        memcpy(q, blob.p, blob.n)
+        q += blob.n
+    return q
+
+
+cdef uint8_t* write_message_entry(uint8_t* p, int64_t offset, int magic, int attributes,
+                                  int64_t timestamp, Blob* key, Blob* value) noexcept:
+    cdef Py_ssize_t size = message_size(magic, key, value)
     cdef uint8_t* msg = p + LOG_OVERHEAD
     cdef uint8_t* q = msg + 6
-    cdef Py_ssize_t n
     store_u64(p, <uint64_t>offset)
     store_u32(p + 8, <uint32_t>size)
     msg[4] = magic
@@ -248,63 +454,68 @@ cdef uint8_t* write_legacy_entry(uint8_t* p, int64_t offset, int magic, int attr
     if magic == 1:
         store_u64(q, <uint64_t>timestamp)
         q += 8
-    for blob in (key, value):
-        if blob is None:
-            store_u32(q, 0xFFFFFFFF)
-            q += 4
-        else:
-            n = PyBytes_GET_SIZE(blob)
-            store_u32(q, <uint32_t>n)
-            memcpy(q + 4, PyBytes_AS_STRING(blob), n)
-            q += 4 + n
+    q = write_sized(q, key)
+    q = write_sized(q, value)
     store_u32(msg, crc32_of(msg + 4, size - 4))
     return q
 
 
-cdef bytes legacy_entries(list keys, list values, list timestamps, Py_ssize_t start,
-                          Py_ssize_t stop, int magic, int attributes, int64_t first_offset):
+
+
+cdef bytes message_entries(Rows rows, Py_ssize_t start, Py_ssize_t stop, int magic,
+                           int attributes, int64_t first_offset):
     cdef Py_ssize_t i, size = 0
+    cdef Row* row
     for i in range(start, stop):
-        size += LOG_OVERHEAD + legacy_message_size(magic, keys[i], values[i])
+        size += LOG_OVERHEAD + message_size(magic, &rows.rows[i].key, &rows.rows[i].value)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
     cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
     for i in range(start, stop):
-        p = write_legacy_entry(p, first_offset + (i - start), magic, attributes,
-                               timestamps[i], keys[i], values[i])
+        row = &rows.rows[i]
+        p = write_message_entry(p, first_offset + (i - start), magic, attributes,
+                                row.timestamp, &row.key, &row.value)
     return out
 
 
-def encode_legacy(list keys, list values, list timestamps, *, int magic, int64_t base_offset,
-                  int codec, level, int timestamp_type, Py_ssize_t max_batch_bytes):
-    """Encode records as v0/v1 messages: one entry per record when uncompressed,
+def encode_legacy(Rows rows, *, int magic, int64_t base_offset, int codec, level,
+                  int timestamp_type, Py_ssize_t max_batch_bytes):
+    """Encode rows as v0/v1 messages: one entry per record when uncompressed,
     else wrappers of at most max_batch_bytes of inner entries each."""
-    cdef Py_ssize_t n = len(keys)
     cdef Py_ssize_t start = 0, stop, size, entry
     cdef int ts_bit = 0x08 if (magic == 1 and timestamp_type == 1) else 0
     cdef int64_t max_ts
-    cdef bytes inner, wrapper
+    cdef bytes inner, wrapper, compressed
+    cdef Blob null_key, value
     cdef list out = []
+    cdef Py_ssize_t i
+    for i in range(rows.n):
+        if rows.rows[i].n_headers:
+            raise ValueError(f"magic {magic} messages cannot carry headers")
     if codec == 0:
-        return [legacy_entries(keys, values, timestamps, 0, n, magic, ts_bit, base_offset)]
-    while start < n:
+        return message_entries(rows, 0, rows.n, magic, ts_bit, base_offset)
+    null_key.p = NULL
+    null_key.n = -1
+    while start < rows.n:
         stop = start
         size = 0
-        max_ts = timestamps[start]
-        while stop < n:
-            entry = LOG_OVERHEAD + legacy_message_size(magic, keys[stop], values[stop])
+        max_ts = rows.rows[start].timestamp
+        while stop < rows.n:
+            entry = LOG_OVERHEAD + message_size(magic, &rows.rows[stop].key, &rows.rows[stop].value)
             if stop > start and size + entry > max_batch_bytes:
                 break
             size += entry
-            max_ts = max(max_ts, <int64_t>timestamps[stop])
+            max_ts = max(max_ts, rows.rows[stop].timestamp)
             stop += 1
         # Inner offsets: relative (0..n-1) in magic 1, absolute in magic 0.
-        inner = legacy_entries(keys, values, timestamps, start, stop, magic, 0,
-                               0 if magic == 1 else base_offset + start)
-        compressed = _compress(codec, inner, level, magic)
+        inner = message_entries(rows, start, stop, magic, 0,
+                                0 if magic == 1 else base_offset + start)
+        compressed = bytes(_compress(codec, inner, level, magic))
+        value.p = <const uint8_t*>PyBytes_AS_STRING(compressed)
+        value.n = <int32_t>PyBytes_GET_SIZE(compressed)
         wrapper = PyBytes_FromStringAndSize(
-            NULL, LOG_OVERHEAD + legacy_message_size(magic, None, compressed))
-        write_legacy_entry(<uint8_t*>PyBytes_AS_STRING(wrapper), base_offset + stop - 1, magic,
-                           codec | ts_bit, max_ts, None, bytes(compressed))
+            NULL, LOG_OVERHEAD + message_size(magic, &null_key, &value))
+        write_message_entry(<uint8_t*>PyBytes_AS_STRING(wrapper), base_offset + stop - 1, magic,
+                            codec | ts_bit, max_ts, &null_key, &value)
         out.append(wrapper)
         start = stop
-    return out
+    return out[0] if len(out) == 1 else b"".join(out)
