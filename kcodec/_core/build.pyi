@@ -1,14 +1,19 @@
-from typing import Any, List, Optional, Tuple
+from typing import Any, Iterable, Optional
 
-def encode_v2(keys: list, values: list, timestamps: list, headers: list, *, base_offset: int,
-              codec: int, level: Optional[int], attributes: int, producer_id: int,
-              producer_epoch: int, base_sequence: int, partition_leader_epoch: int,
-              max_batch_bytes: int) -> List[bytes]: ...
+import numpy as np
+import pyarrow as pa
+
+class Rows:
+    def __len__(self) -> int: ...
+
+def rows_from_records(records: Iterable[Any], default_timestamp: int, record_type: type) -> Rows: ...
+def rows_from_arrow(key: Optional[pa.Array], value: pa.Array, timestamps: np.ndarray,
+                    headers: Optional[pa.Array], n: int) -> Rows: ...
+def encode_v2(rows: Rows, *, base_offset: int, codec: int, level: Optional[int], attributes: int,
+              producer_id: int, producer_epoch: int, base_sequence: int,
+              partition_leader_epoch: int, max_batch_bytes: int) -> bytes: ...
 def encode_control(type_id: int, *, producer_id: int, producer_epoch: int, offset: int,
                    coordinator_epoch: int, timestamp: int,
                    partition_leader_epoch: int = -1) -> bytes: ...
-def encode_legacy(keys: list, values: list, timestamps: list, *, magic: int, base_offset: int,
-                  codec: int, level: Optional[int], timestamp_type: int,
-                  max_batch_bytes: int) -> List[bytes]: ...
-def columns(records: Any, default_timestamp: int,
-            record_type: type) -> Tuple[list, list, list, list]: ...
+def encode_legacy(rows: Rows, *, magic: int, base_offset: int, codec: int, level: Optional[int],
+                  timestamp_type: int, max_batch_bytes: int) -> bytes: ...
