@@ -367,24 +367,16 @@ def encode_v2(Rows rows, *, int64_t base_offset, int codec, level, int attribute
               int32_t partition_leader_epoch, Py_ssize_t max_batch_bytes):
     """Encode rows as v2 batches of at most max_batch_bytes each (before
     compression; a batch always takes at least one record). Returns bytes."""
-    cdef Py_ssize_t start = 0, stop, size, total = 0
+    cdef Py_ssize_t start = 0, stop, size, total = 0, n_batches = 0, b
     cdef int64_t max_ts
-    cdef int32_t seq
     cdef list parts = []
     cdef bytes out, records
     cdef uint8_t* p
     cdef const uint8_t[::1] compressed
     attributes |= codec
-    while start < rows.n:
-        stop = split_batch(rows, start, max_batch_bytes, &size, &max_ts)
-        seq = base_sequence
-        if base_sequence >= 0:
-            seq = <int32_t>((<int64_t>base_sequence + start) % (<int64_t>0x7FFFFFFF + 1))
-        if codec == 0:
-            out = PyBytes_FromStringAndSize(NULL, V2_HEADER + size)
-            p = <uint8_t*>PyBytes_AS_STRING(out)
-            write_records(rows, start, stop, rows.rows[start].timestamp, p + V2_HEADER)
-        else:
+    if codec:
+        while start < rows.n:
+            stop = split_batch(rows, start, max_batch_bytes, &size, &max_ts)
             records = PyBytes_FromStringAndSize(NULL, size)
             write_records(rows, start, stop, rows.rows[start].timestamp,
                           <uint8_t*>PyBytes_AS_STRING(records))
@@ -394,12 +386,50 @@ def encode_v2(Rows rows, *, int64_t base_offset, int codec, level, int attribute
             p = <uint8_t*>PyBytes_AS_STRING(out)
             if size:
                 memcpy(p + V2_HEADER, &compressed[0], size)
-        write_v2_header(p, size, <int32_t>(stop - start), base_offset + start, attributes,
-                        rows.rows[start].timestamp, max_ts, producer_id, producer_epoch, seq,
-                        partition_leader_epoch)
-        parts.append(out)
-        start = stop
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+            write_v2_header(p, size, <int32_t>(stop - start), base_offset + start, attributes,
+                            rows.rows[start].timestamp, max_ts, producer_id, producer_epoch,
+                            sequence_at(base_sequence, start), partition_leader_epoch)
+            parts.append(out)
+            start = stop
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    # Uncompressed: find every batch's extent first, then write all of them
+    # into one buffer of the final size.
+    cdef Py_ssize_t* stops = <Py_ssize_t*>PyMem_Malloc(max(rows.n, 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* sizes = <Py_ssize_t*>PyMem_Malloc(max(rows.n, 1) * sizeof(Py_ssize_t))
+    cdef int64_t* max_tss = <int64_t*>PyMem_Malloc(max(rows.n, 1) * sizeof(int64_t))
+    try:
+        if stops == NULL or sizes == NULL or max_tss == NULL:
+            raise MemoryError()
+        with nogil:
+            while start < rows.n:
+                stops[n_batches] = split_batch(rows, start, max_batch_bytes, &sizes[n_batches],
+                                               &max_tss[n_batches])
+                total += V2_HEADER + sizes[n_batches]
+                start = stops[n_batches]
+                n_batches += 1
+        out = PyBytes_FromStringAndSize(NULL, total)
+        p = <uint8_t*>PyBytes_AS_STRING(out)
+        start = 0
+        for b in range(n_batches):
+            write_records(rows, start, stops[b], rows.rows[start].timestamp, p + V2_HEADER)
+            write_v2_header(p, sizes[b], <int32_t>(stops[b] - start), base_offset + start,
+                            attributes, rows.rows[start].timestamp, max_tss[b], producer_id,
+                            producer_epoch, sequence_at(base_sequence, start),
+                            partition_leader_epoch)
+            p += V2_HEADER + sizes[b]
+            start = stops[b]
+        return out
+    finally:
+        PyMem_Free(stops)
+        PyMem_Free(sizes)
+        PyMem_Free(max_tss)
+
+
+cdef inline int32_t sequence_at(int32_t base_sequence, Py_ssize_t delta) noexcept:
+    # Producer sequences wrap from INT32_MAX back to 0.
+    if base_sequence < 0:
+        return base_sequence
+    return <int32_t>((<int64_t>base_sequence + delta) % (<int64_t>0x7FFFFFFF + 1))
 
 
 def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, int64_t offset,
