@@ -27,25 +27,42 @@ def read_batches(data, *, verify_crc=True, max_decompressed_bytes=DEFAULT_MAX_DE
 
 def read_records(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",
                  aborted=None, max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
-                 partial="stop"):
+                 partial="stop", start_offset=None, end_offset=None):
     """Iterate the records of a record set, as a consumer sees them.
 
     isolation="read_committed" drops batches of aborted transactions. `aborted`
     is the (producer_id, first_offset) list a Fetch response carries; without
-    it, the aborted transactions are found by scanning the data itself."""
-    batches = consumer_batches(data, isolation, aborted, verify_crc=verify_crc, partial=partial,
+    it, the aborted transactions are found by scanning the data itself.
+    start_offset (inclusive) and end_offset (exclusive) bound the offsets
+    returned; batches wholly outside them are not decompressed."""
+    batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
+                               verify_crc=verify_crc, partial=partial,
                                max_decompressed_bytes=max_decompressed_bytes)
-    return RecordIterator(batches, include_control)
+    return RecordIterator(batches, include_control, start_offset, end_offset)
 
 
-def consumer_batches(data, isolation, aborted, **options):
-    """The batches a consumer with this isolation level reads."""
+def consumer_batches(data, isolation, aborted, start_offset=None, end_offset=None, **options):
+    """The batches a consumer with this isolation level reads, less those
+    wholly outside [start_offset, end_offset): headers only, nothing decompressed."""
     batches = read_batches(data, **options)
     if _check_isolation(isolation) == "read_committed":
         if aborted is None:
             aborted = aborted_transactions(read_batches(data, **options))
         batches = committed(batches, aborted)
+    if start_offset is not None or end_offset is not None:
+        batches = _overlapping(batches, start_offset, end_offset)
     return batches
+
+
+def _overlapping(batches, start, end):
+    for batch in batches:
+        last = batch.last_offset
+        # A compressed v0/v1 wrapper's first offset is known only inside it.
+        first = None if batch.magic < 2 and batch.compression != "none" else batch.base_offset
+        if first is None and last == 0:
+            yield batch                    # produce-style wrapper: inner offsets only
+        elif (start is None or last >= start) and (end is None or first is None or first < end):
+            yield batch
 
 
 def _check_isolation(isolation):

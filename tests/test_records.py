@@ -75,3 +75,19 @@ def test_encode_from_an_arrow_table():
         (b"a", b"1", (("h", b"x"),)), (None, b"2", ())]
     assert records[0].timestamp == 1_704_067_200_123
     assert records[1].timestamp > 1_704_067_200_123          # no timestamp: now
+
+
+def test_offset_bounds_skip_batches_before_decompressing_them():
+    data = bytearray(kcodec.encode([(None, b"v%d" % i, i) for i in range(30)],
+                                   compression="gzip", base_offset=100, max_batch_bytes=150))
+    batches = list(kcodec.read_batches(data))
+    assert len(batches) >= 4
+    # break the compressed stream of the first batch only: it must not be read
+    first = batches[0]
+    data[first.position + 61: first.position + first.size] = bytes(first.size - 61)
+    records = kcodec.read_records(data, verify_crc=False, start_offset=batches[1].base_offset + 1,
+                                  end_offset=batches[-1].base_offset)
+    offsets = [r.offset for r in records]
+    assert offsets == list(range(batches[1].base_offset + 1, batches[-1].base_offset))
+    with pytest.raises(kcodec.DecompressionError):
+        list(kcodec.read_records(data, verify_crc=False))

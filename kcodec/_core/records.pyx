@@ -16,7 +16,7 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBuffer_FillInfo, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
 from libc.stdlib cimport malloc, free
 
 from kcodec._core.wire cimport *
@@ -841,16 +841,20 @@ cdef class BatchReader:
 
 @cython.final
 cdef class RecordIterator:
-    """Flattens batches into records (skipping control batches unless asked)
-    without a Python generator frame per record."""
+    """Flattens batches into records (skipping control batches unless asked,
+    and records outside [start_offset, end_offset)) without a Python
+    generator frame per record."""
     cdef object batches
     cdef bint include_control
+    cdef int64_t start_offset, end_offset
     cdef list current
     cdef Py_ssize_t index
 
-    def __init__(self, batches, bint include_control=False):
+    def __init__(self, batches, bint include_control=False, start_offset=None, end_offset=None):
         self.batches = iter(batches)
         self.include_control = include_control
+        self.start_offset = INT64_MIN if start_offset is None else start_offset
+        self.end_offset = INT64_MAX if end_offset is None else end_offset
         self.current = []
         self.index = 0
 
@@ -859,12 +863,15 @@ cdef class RecordIterator:
 
     def __next__(self):
         cdef Batch batch
-        while self.index >= len(self.current):
-            batch = next(self.batches)
-            if batch.attributes & 0x20 and batch.magic == 2 and not self.include_control:
-                continue
-            self.current = batch._loaded()
-            self.index = 0
-        record = self.current[self.index]
-        self.index += 1
-        return record
+        cdef Record record
+        while True:
+            while self.index >= len(self.current):
+                batch = next(self.batches)
+                if batch.attributes & 0x20 and batch.magic == 2 and not self.include_control:
+                    continue
+                self.current = batch._loaded()
+                self.index = 0
+            record = self.current[self.index]
+            self.index += 1
+            if self.start_offset <= record.offset < self.end_offset:
+                return record
