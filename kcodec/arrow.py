@@ -16,9 +16,10 @@ BATCH_FIELDS = [
 ]
 
 
-def schema(*, topic=False, partition=False, batch_columns=False):
+def schema(*, topic=False, partition=False, batch_columns=False, views=False):
     """The schema decode() returns."""
-    fields = [pa.field("key", pa.binary()), pa.field("value", pa.binary())]
+    binary = pa.binary_view() if views else pa.binary()
+    fields = [pa.field("key", binary), pa.field("value", binary)]
     if topic:
         fields.append(pa.field("topic", pa.string()))
     if partition:
@@ -32,11 +33,16 @@ def schema(*, topic=False, partition=False, batch_columns=False):
 
 def decode(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",
            aborted=None, topic=None, partition=None, batch_columns=False,
-           max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES, partial="stop"):
-    """Decode a record set into a pyarrow.Table, row for row what read_records gives."""
+           max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES, partial="stop", views=False):
+    """Decode a record set into a pyarrow.Table, row for row what read_records gives.
+
+    views=True makes key and value binary_view columns that point into `data`
+    and the decompressed batches instead of copying them; the table keeps
+    those buffers (and so all of `data`) alive, and a mutable `data` must not
+    change while it is in use."""
     batches = consumer_batches(data, isolation, aborted, verify_crc=verify_crc, partial=partial,
                                max_decompressed_bytes=max_decompressed_bytes)
-    columns = decode_columns(batches, include_control, batch_columns)
+    columns = decode_columns(batches, include_control, batch_columns, views)
     rows = len(columns["offset"])
     if topic is not None:
         columns["topic"] = pa.DictionaryArray.from_arrays(
@@ -44,5 +50,5 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
     if partition is not None:
         columns["partition"] = pa.array(np.full(rows, partition, np.int32))
     target = schema(topic=topic is not None, partition=partition is not None,
-                    batch_columns=batch_columns)
+                    batch_columns=batch_columns, views=views)
     return pa.Table.from_arrays([columns[name] for name in target.names], schema=target)

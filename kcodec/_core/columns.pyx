@@ -5,13 +5,18 @@
 # allocated once at its final size; the second copies fields into them without
 # the GIL. Header fields are re-read with bounded reads in both passes: the
 # input may be a mutable buffer.
+#
+# With views, key and value become Arrow binary_view columns: 16-byte views
+#   [int32 length][12 bytes inline]                                  length <= 12
+#   [int32 length][4-byte prefix][int32 buffer index][int32 offset]  otherwise
+# whose data buffers are the input and the decompressed buffers themselves.
 cimport cython
 from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from kcodec._core.wire cimport read_blob
-from kcodec._core.records cimport Batch, Slot, Slots
+from kcodec._core.records cimport Batch, Slot, Slots, Source
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +24,8 @@ import pyarrow as pa
 from kcodec.errors import CorruptRecordError
 
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
+cdef enum:
+    LOG_OVERHEAD = 12            # an entry's offset and size, before its bytes
 
 
 cdef struct Block:            # one parsed batch, as the nogil pass needs it
@@ -29,6 +36,8 @@ cdef struct Block:            # one parsed batch, as the nogil pass needs it
     int16_t producer_epoch
     int32_t leader_epoch
     bint transactional
+    const uint8_t* window      # views: where the block's data buffer starts
+    int32_t buffer             # views: that buffer's index among the data buffers
 
 
 cdef struct Totals:
@@ -74,15 +83,18 @@ cdef int measure(Block* b, Totals* t) noexcept nogil:
 
 
 cdef struct Out:              # the column buffers being filled
+    bint views                     # key and value as views, not offsets and data
     int64_t* offset
     int64_t* timestamp
     uint8_t* timestamp_valid
     int32_t* timestamp_type
     int32_t* key_offsets
     uint8_t* key_data
+    uint8_t* key_views
     uint8_t* key_valid
     int32_t* value_offsets
     uint8_t* value_data
+    uint8_t* value_views
     uint8_t* value_valid
     int32_t* header_list_offsets
     uint8_t* headers_valid
@@ -108,6 +120,22 @@ cdef inline void put_bytes(const uint8_t* src, int32_t n, uint8_t* data, int32_t
     offsets[i + 1] = at
 
 
+cdef inline void put_view(const uint8_t* src, int32_t n, Block* b, uint8_t* view) noexcept nogil:
+    """Write the 16-byte view of a value (n < 0, null, is all zeros)."""
+    cdef int32_t offset
+    memset(view, 0, 16)
+    if n <= 0:
+        return
+    memcpy(view, &n, 4)
+    if n <= 12:
+        memcpy(view + 4, src, n)
+    else:
+        offset = <int32_t>(src - b.window)
+        memcpy(view + 4, src, 4)
+        memcpy(view + 8, &b.buffer, 4)
+        memcpy(view + 12, &offset, 4)
+
+
 cdef void fill(Block* blocks, Py_ssize_t n_blocks, Out* o) noexcept nogil:
     cdef Py_ssize_t bi, i, row = 0, h = 0
     cdef int32_t j, hk = 0, hv = 0
@@ -117,7 +145,8 @@ cdef void fill(Block* blocks, Py_ssize_t n_blocks, Out* o) noexcept nogil:
     cdef const uint8_t* end
     cdef const uint8_t* key = NULL
     cdef const uint8_t* value = NULL
-    o.key_offsets[0] = o.value_offsets[0] = 0
+    if not o.views:
+        o.key_offsets[0] = o.value_offsets[0] = 0
     o.header_list_offsets[0] = o.header_key_offsets[0] = o.header_value_offsets[0] = 0
     for bi in range(n_blocks):
         b = &blocks[bi]
@@ -128,9 +157,13 @@ cdef void fill(Block* blocks, Py_ssize_t n_blocks, Out* o) noexcept nogil:
             o.timestamp_valid[row] = s.magic > 0
             o.timestamp_type[row] = s.ts_type
             o.key_valid[row] = s.key_len >= 0
-            put_bytes(b.base + s.key_pos, s.key_len, o.key_data, o.key_offsets, row)
             o.value_valid[row] = s.value_len >= 0
-            put_bytes(b.base + s.value_pos, s.value_len, o.value_data, o.value_offsets, row)
+            if o.views:
+                put_view(b.base + s.key_pos, s.key_len, b, o.key_views + 16 * row)
+                put_view(b.base + s.value_pos, s.value_len, b, o.value_views + 16 * row)
+            else:
+                put_bytes(b.base + s.key_pos, s.key_len, o.key_data, o.key_offsets, row)
+                put_bytes(b.base + s.value_pos, s.value_len, o.value_data, o.value_offsets, row)
             o.headers_valid[row] = s.headers_count > 0
             p = b.base + s.headers_pos
             end = b.base + s.headers_end
@@ -173,6 +206,12 @@ def _binary(offsets, data, mask, arrow_type=pa.binary()):
                                                          pa.py_buffer(data)], nulls)
 
 
+def _views(views, mask, buffers):
+    validity, nulls = _validity(mask)
+    return pa.Array.from_buffers(pa.binary_view(), len(mask),
+                                 [validity, pa.py_buffer(views), *buffers], nulls)
+
+
 def _numbers(values, mask=None, arrow_type=None):
     validity, nulls = _validity(mask) if mask is not None else (None, 0)
     return pa.Array.from_buffers(arrow_type, len(values), [validity, pa.py_buffer(values)], nulls)
@@ -181,10 +220,36 @@ def _numbers(values, mask=None, arrow_type=None):
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 
 
-def decode_columns(batches, bint include_control=False, bint batch_columns=False):
+cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict current,
+                 list buffers):
+    """Point the block's views at a data buffer of `src` holding [start, end), the
+    block's records. Views address their bytes with int32 offsets: past 2 GiB,
+    a source is cut into windows, each starting at the first block it holds."""
+    cdef Py_ssize_t index, at
+    index, at = current.get(src, (-1, 0))
+    if index < 0 or start < at or end - at > MAX_ARROW_BYTES:
+        at = 0 if end <= MAX_ARROW_BYTES else start
+        if end - at > MAX_ARROW_BYTES:
+            raise ValueError(f"{end - at} bytes of decompressed records exceed the 2 GiB that "
+                             "binary views can address; decode with views=False")
+        index = len(buffers)
+        # The slice keeps `src`, and with it the buffer export of the input or
+        # the decompressed bytes, alive as long as Arrow holds the buffer.
+        buffers.append(pa.py_buffer(src.slice(at, src.length - at)))
+        current[src] = (index, at)
+    b.window = src.base + at
+    b.buffer = index
+
+
+def decode_columns(batches, bint include_control=False, bint batch_columns=False,
+                   bint views=False):
     """Decode every record of `batches` (kcodec Batch objects) into a dict of
-    Arrow arrays named as decode()'s schema."""
+    Arrow arrays named as decode()'s schema. With `views`, key and value are
+    binary_view arrays pointing into the input and decompressed buffers, which
+    they keep alive."""
     cdef list kept = []
+    cdef list buffers = []
+    cdef dict current = {}
     cdef Batch batch
     cdef Slots slots
     cdef Py_ssize_t n_blocks, k
@@ -214,11 +279,20 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
             blocks[k].producer_epoch = batch.producer_epoch
             blocks[k].leader_epoch = batch.partition_leader_epoch
             blocks[k].transactional = batch.magic == 2 and batch.attributes & 0x10
+            if views and slots.count:
+                if slots.src is batch.src:
+                    view_buffer(&blocks[k], slots.src, batch.position + LOG_OVERHEAD,
+                                batch.position + batch.size, current, buffers)
+                else:
+                    view_buffer(&blocks[k], slots.src, 0, slots.src.length, current, buffers)
             if measure(&blocks[k], &t):
                 raise CorruptRecordError("record headers no longer fit their record: the input "
                                          "buffer changed after it was read",
                                          position=batch.position)
-        for size in (t.key_bytes, t.value_bytes, t.header_key_bytes, t.header_value_bytes):
+        copied = (t.header_key_bytes, t.header_value_bytes)
+        if not views:
+            copied += (t.key_bytes, t.value_bytes)
+        for size in copied:
             if size > MAX_ARROW_BYTES:
                 raise ValueError(f"{size} bytes in one column exceed Arrow's 2 GiB binary "
                                  "limit; decode fewer batches at a time (e.g. iter_decode)")
@@ -226,10 +300,7 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
         cols = {
             "offset": np.empty(rows, np.int64), "timestamp": np.empty(rows, np.int64),
             "timestamp_valid": np.empty(rows, np.uint8), "timestampType": np.empty(rows, np.int32),
-            "key_offsets": np.empty(rows + 1, np.int32), "key_data": np.empty(t.key_bytes, np.uint8),
-            "key_valid": np.empty(rows, np.uint8),
-            "value_offsets": np.empty(rows + 1, np.int32),
-            "value_data": np.empty(t.value_bytes, np.uint8), "value_valid": np.empty(rows, np.uint8),
+            "key_valid": np.empty(rows, np.uint8), "value_valid": np.empty(rows, np.uint8),
             "header_list_offsets": np.empty(rows + 1, np.int32),
             "headers_valid": np.empty(rows, np.uint8),
             "header_key_offsets": np.empty(nh + 1, np.int32),
@@ -238,6 +309,14 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
             "header_value_data": np.empty(t.header_value_bytes, np.uint8),
             "header_value_valid": np.empty(nh, np.uint8),
         }
+        if views:
+            cols.update(key_views=np.empty(16 * rows, np.uint8),
+                        value_views=np.empty(16 * rows, np.uint8))
+        else:
+            cols.update(key_offsets=np.empty(rows + 1, np.int32),
+                        key_data=np.empty(t.key_bytes, np.uint8),
+                        value_offsets=np.empty(rows + 1, np.int32),
+                        value_data=np.empty(t.value_bytes, np.uint8))
         if batch_columns:
             cols.update(producerId=np.empty(rows, np.int64), producerEpoch=np.empty(rows, np.int16),
                         sequence=np.empty(rows, np.int32), isTransactional=np.empty(rows, np.uint8),
@@ -246,11 +325,14 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
         o.timestamp = <int64_t*>ptr(cols["timestamp"])
         o.timestamp_valid = <uint8_t*>ptr(cols["timestamp_valid"])
         o.timestamp_type = <int32_t*>ptr(cols["timestampType"])
-        o.key_offsets = <int32_t*>ptr(cols["key_offsets"])
-        o.key_data = <uint8_t*>ptr(cols["key_data"])
+        o.views = views
+        o.key_offsets = <int32_t*>ptr(cols.get("key_offsets"))
+        o.key_data = <uint8_t*>ptr(cols.get("key_data"))
+        o.key_views = <uint8_t*>ptr(cols.get("key_views"))
         o.key_valid = <uint8_t*>ptr(cols["key_valid"])
-        o.value_offsets = <int32_t*>ptr(cols["value_offsets"])
-        o.value_data = <uint8_t*>ptr(cols["value_data"])
+        o.value_offsets = <int32_t*>ptr(cols.get("value_offsets"))
+        o.value_data = <uint8_t*>ptr(cols.get("value_data"))
+        o.value_views = <uint8_t*>ptr(cols.get("value_views"))
         o.value_valid = <uint8_t*>ptr(cols["value_valid"])
         o.header_list_offsets = <int32_t*>ptr(cols["header_list_offsets"])
         o.headers_valid = <uint8_t*>ptr(cols["headers_valid"])
@@ -268,10 +350,11 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
             fill(blocks, n_blocks, &o)
     finally:
         free(blocks)
-    return _assemble(cols, rows, nh, t.header_keys_ascii, batch_columns)
+    return _assemble(cols, rows, nh, t.header_keys_ascii, batch_columns,
+                     buffers if views else None)
 
 
-def _assemble(cols, rows, nh, bint header_keys_ascii, bint batch_columns):
+def _assemble(cols, rows, nh, bint header_keys_ascii, bint batch_columns, buffers):
     header_keys = _binary(cols["header_key_offsets"], cols["header_key_data"],
                           np.ones(nh, np.uint8), pa.binary())
     if header_keys_ascii:
@@ -287,9 +370,15 @@ def _assemble(cols, rows, nh, bint header_keys_ascii, bint batch_columns):
     headers = pa.Array.from_buffers(pa.list_(HEADER_TYPE), rows,
                                     [validity, pa.py_buffer(cols["header_list_offsets"])],
                                     nulls, children=[structs])
+    if buffers is None:
+        key = _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"])
+        value = _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"])
+    else:
+        key = _views(cols["key_views"], cols["key_valid"], buffers)
+        value = _views(cols["value_views"], cols["value_valid"], buffers)
     out = {
-        "key": _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"]),
-        "value": _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"]),
+        "key": key,
+        "value": value,
         "offset": _numbers(cols["offset"], arrow_type=pa.int64()),
         "timestamp": _numbers(cols["timestamp"], cols["timestamp_valid"],
                               pa.timestamp("ms", tz="UTC")),

@@ -584,7 +584,7 @@ cdef class Batch:
                 self._inner_error(f"inner message size {size} is below {MIN_ENTRY_SIZE}", p - base)
             if size > end - p - LOG_OVERHEAD:
                 break
-            p += LOG_OVERHEAD + size
+            p += LOG_OVERHEAD + <Py_ssize_t>size
             n += 1
         if n == 0:
             raise CorruptRecordError("compressed message holds no inner messages",
@@ -593,7 +593,7 @@ cdef class Batch:
         p = base
         for i in range(n):
             size = load_i32(p + 8)
-            entry_end = p + LOG_OVERHEAD + size
+            entry_end = p + LOG_OVERHEAD + <Py_ssize_t>size
             if parse_legacy_message(base, p + LOG_OVERHEAD, entry_end, &m, &fi):
                 self._inner_error("inner message field runs past its end", fi.where)
             if m.magic < 0 or m.magic > 1:
@@ -736,12 +736,12 @@ cdef class BatchReader:
             raise UnsupportedFormatError(f"unknown magic {magic}", position=self.pos + 16,
                                          offset=load_i64(p))
         batch = self._v2(p, size) if magic == 2 else self._legacy(p, size, magic)
-        self.pos += LOG_OVERHEAD + size
+        self.pos += LOG_OVERHEAD + <Py_ssize_t>size
         return batch
 
     cdef _partial(self, Py_ssize_t remaining, int32_t size):
         if remaining and self.partial_error:
-            need = (f"{max(size + LOG_OVERHEAD, HEADER_UP_TO_MAGIC)} bytes" if size >= 0
+            need = (f"{max(<Py_ssize_t>size + LOG_OVERHEAD, HEADER_UP_TO_MAGIC)} bytes" if size >= 0
                     else f"at least {LOG_OVERHEAD} bytes")
             raise CorruptRecordError(
                 f"partial trailing entry: {remaining} bytes left, the entry needs {need}",
@@ -752,7 +752,7 @@ cdef class BatchReader:
         b.magic = magic
         b.src = self.src
         b.position = self.pos
-        b.size = size + LOG_OVERHEAD
+        b.size = <Py_ssize_t>size + LOG_OVERHEAD
         b.max_decompressed = self.max_decompressed
         b.verify_crc = self.verify_crc
         b.crc = load_u32(p + 12 if magic < 2 else p + 17)
@@ -779,7 +779,7 @@ cdef class BatchReader:
         b.base_sequence = load_i32(p + 53)
         b._count = load_i32(p + 57)
         b.payload_pos = self.pos + V2_HEADER
-        b.payload_len = size + LOG_OVERHEAD - V2_HEADER
+        b.payload_len = <Py_ssize_t>size + LOG_OVERHEAD - V2_HEADER
         b.ts_type = (b.attributes >> 3) & 1
         codec = b.attributes & 0x07
         if codec > 4:
@@ -811,7 +811,7 @@ cdef class BatchReader:
         b.producer_epoch = -1
         b.base_sequence = -1
         b.last_offset_delta = 0
-        if parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + size, &b.msg, &fi):
+        if parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + <Py_ssize_t>size, &b.msg, &fi):
             raise CorruptRecordError(f"message field runs past the end of the {size}-byte message",
                                      position=fi.where, offset=b.last_offset)
         b.attributes = <uint8_t>b.msg.attributes
