@@ -3,6 +3,7 @@ by the compiled core (kcodec/_core/columns.pyx) without a Python object per
 record."""
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ._core.columns import HEADER_TYPE, decode_columns
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
@@ -33,14 +34,18 @@ def schema(*, topic=False, partition=False, batch_columns=False, views=False):
 
 def decode(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",
            aborted=None, topic=None, partition=None, batch_columns=False,
-           max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES, partial="stop", views=False):
+           max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES, partial="stop", views=False,
+           start_offset=None, end_offset=None):
     """Decode a record set into a pyarrow.Table, row for row what read_records gives.
 
     views=True makes key and value binary_view columns that point into `data`
     and the decompressed batches instead of copying them; the table keeps
     those buffers (and so all of `data`) alive, and a mutable `data` must not
-    change while it is in use."""
-    batches = consumer_batches(data, isolation, aborted, verify_crc=verify_crc, partial=partial,
+    change while it is in use. start_offset (inclusive) and end_offset
+    (exclusive) bound the offsets returned; batches wholly outside them are
+    not decompressed."""
+    batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
+                               verify_crc=verify_crc, partial=partial,
                                max_decompressed_bytes=max_decompressed_bytes)
     columns = decode_columns(batches, include_control, batch_columns, views)
     rows = len(columns["offset"])
@@ -51,4 +56,17 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
         columns["partition"] = pa.array(np.full(rows, partition, np.int32))
     target = schema(topic=topic is not None, partition=partition is not None,
                     batch_columns=batch_columns, views=views)
-    return pa.Table.from_arrays([columns[name] for name in target.names], schema=target)
+    table = pa.Table.from_arrays([columns[name] for name in target.names], schema=target)
+    if start_offset is not None or end_offset is not None:
+        table = _offsets_within(table, start_offset, end_offset)
+    return table
+
+
+def _offsets_within(table, start, end):
+    offsets = table.column("offset")
+    keep = None
+    for bound in ((pc.greater_equal(offsets, start) if start is not None else None),
+                  (pc.less(offsets, end) if end is not None else None)):
+        if bound is not None:
+            keep = bound if keep is None else pc.and_(keep, bound)
+    return table if pc.all(keep).as_py() is not False else table.filter(keep)

@@ -191,3 +191,13 @@ def test_encode_table_rejects_what_kafka_cannot_hold():
                     "headers": pa.array([[{"key": None, "value": b"x"}]], pa.list_(header))})
     with pytest.raises(ValueError, match="header key"):
         kcodec.encode(bad)
+
+
+def test_offset_bounds_equal_read_records():
+    data = kcodec.encode(RECORDS, compression="lz4", base_offset=100, max_batch_bytes=150)
+    for start, end in ((None, None), (103, None), (None, 110), (101, 117), (200, 300)):
+        table = kcodec.decode(data, start_offset=start, end_offset=end)
+        expected = [r.offset for r in kcodec.read_records(data, start_offset=start,
+                                                          end_offset=end)]
+        assert table.column("offset").to_pylist() == expected
+        assert all((start or 0) <= o < (end or 1 << 62) for o in expected)
