@@ -1,8 +1,9 @@
 """Fixtures for the benchmarks: the workloads (built once per session, see
-workloads.py) and a side-by-side summary (records/s and the kcodec/peer
-ratios, from pytest-benchmark's medians) printed at the end of a
-`--benchmark-only` run. With `--benchmark-disable` every benchmark runs once,
-as a plain test, and no summary is printed.
+workloads.py for the object-API ones and kcodec.bench for the matrix of
+`kcodec bench` that test_bench_arrow.py uses) and a side-by-side summary
+(records/s and the kcodec/peer ratios, from pytest-benchmark's medians)
+printed at the end of a `--benchmark-only` run. With `--benchmark-disable`
+every benchmark runs once, as a plain test, and no summary is printed.
 """
 import os
 import sys
@@ -16,6 +17,7 @@ if _HERE not in sys.path:       # so that `import workloads` works in any import
     sys.path.insert(0, _HERE)
 
 import workloads  # noqa: E402
+from kcodec import bench  # noqa: E402
 
 # (operation, workload name) -> implementation -> records per second (median)
 _RATES = defaultdict(dict)
@@ -31,6 +33,14 @@ def workload(request):
     check every code path and keep the run short. KCODEC_BENCH_RECORDS
     overrides both."""
     return workloads.get_workload(*request.param, n=records_per_workload(request.config))
+
+
+@pytest.fixture
+def bench_workload(request, workload_id):
+    """The workload `workload_id` (a test parameter) of kcodec.bench's matrix,
+    built once per session, sized like the object-API ones (10 KB-value
+    workloads get 1/20 of the records)."""
+    return bench.build_workload(workload_id, records_per_workload(request.config))
 
 
 def records_per_workload(config):
@@ -67,6 +77,9 @@ def summary_lines(rates=None):
     """Markdown table(s) of the recorded medians: records/s and kcodec/peer ratios."""
     rates = _RATES if rates is None else rates
     lines = []
+    for operation in dict.fromkeys(op for op, _ in rates):
+        if operation not in ("decode", "encode"):
+            lines += _generic_summary(operation, rates)
     for operation in ("decode", "encode"):
         rows = [(name, impls) for (op, name), impls in rates.items() if op == operation]
         if not rows:
@@ -87,6 +100,32 @@ def summary_lines(rates=None):
             if extra:
                 line += f" {_fmt(impls.get('kafka-python'))} |"
             lines.append(line)
+    return lines
+
+
+def _generic_summary(operation, rates):
+    """One operation's table: every implementation's records/s, the first
+    kcodec one over aiokafka, and its time over the fastest floor."""
+    rows = [(name, impls) for (op, name), impls in rates.items() if op == operation]
+    impls = list(dict.fromkeys(impl for _, recorded in rows for impl in recorded))
+    subject = next((i for i in impls if i.startswith("kcodec")), None)
+    floors = [i for i in impls if i.startswith("floor")]
+    head = [f"{operation} workload"] + [f"{i} records/s" for i in impls]
+    if subject and "aiokafka" in impls:
+        head.append(f"{subject} / aiokafka")
+    if subject and floors:
+        head.append(f"{subject} time / fastest floor time")
+    lines = ["", "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for name, recorded in rows:
+        cells = [name] + [_fmt(recorded.get(i)) for i in impls]
+        kc = recorded.get(subject)
+        if subject and "aiokafka" in impls:
+            aio = recorded.get("aiokafka")
+            cells.append(f"{kc / aio:.2f}x" if kc and aio else "-")
+        if subject and floors:
+            best = max((recorded[f] for f in floors if f in recorded), default=None)
+            cells.append(f"{best / kc:.2f}x" if kc and best else "-")
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 

@@ -10,8 +10,6 @@ background load hits them alike. Progress goes to stderr, the tables to stdout.
 """
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -19,39 +17,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workloads as w  # noqa: E402
+from kcodec import bench  # noqa: E402
 
 DECODE_TARGET = 2.0          # the goal: kcodec decode >= 2x aiokafka per record
 
 
 def environment():
-    import aiokafka
-    import kcodec
-    env = {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "machine": platform.machine(),
-        "cpu": _cpu_model(),
-        "cpus": os.cpu_count(),
-        "kcodec": kcodec.__version__,
-        "kcodec_hardware_crc32c": bool(kcodec.hardware_crc32c()),
-        "aiokafka": aiokafka.__version__,
-    }
-    try:
-        import kafka
-        env["kafka-python"] = kafka.__version__
-    except ImportError:
-        env["kafka-python"] = None
-    return env
-
-
-def _cpu_model():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return bench.environment()     # the same description of the machine as `kcodec bench`
 
 
 def check(wl):

@@ -4,7 +4,7 @@ import json
 import mmap
 import sys
 
-from . import read_batches, read_records
+from . import bench, read_batches, read_records
 from .errors import KafkaFormatError
 
 
@@ -57,6 +57,10 @@ def cmd_records(args, out):
         out.write(json.dumps(row) + "\n")
 
 
+def cmd_bench(args, out):
+    return bench.run_from_args(args, out=out, err=sys.stderr)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="kcodec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -75,19 +79,25 @@ def build_parser():
             p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"),
                            default="read_uncommitted")
         p.set_defaults(func=func)
+    text = ("time decode/encode against aiokafka, kafka-python and the floors "
+            "(CRC-32C + memcpy, codec decompress) on a workload matrix; "
+            "print a Markdown table, optionally write JSON and a PNG chart")
+    p = sub.add_parser("bench", help=text, description=text)
+    bench.add_arguments(p)
+    p.set_defaults(func=cmd_bench)
     return parser
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        args.func(args, sys.stdout)
+        status = args.func(args, sys.stdout)
     except KafkaFormatError as exc:
-        print(f"kcodec: {args.file}: {exc}", file=sys.stderr)
+        print(f"kcodec: {getattr(args, 'file', args.command)}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":
