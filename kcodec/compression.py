@@ -6,6 +6,7 @@ computed wrongly for lz4 in magic 0. Every decompression is bounded by a
 per-batch limit so that a hostile batch cannot exhaust memory.
 """
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -30,7 +31,15 @@ XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK = 32 * 1024           # snappy-java compresses input in blocks of this size
 _be_i32 = struct.Struct(">i")
 
-_zstd_decompressor = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+_per_thread = threading.local()     # a ZstdDecompressor must not be shared between threads
+
+
+def _zstd_decompressor():
+    try:
+        return _per_thread.zstd
+    except AttributeError:
+        _per_thread.zstd = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+        return _per_thread.zstd
 
 
 def codec_id(name):
@@ -213,7 +222,7 @@ def _unzstd(data, limit):
         if 0 < declared <= limit:
             # One frame that states its size: a single exact-size decompression.
             try:
-                return _zstd_decompressor.decompress(view, allow_extra_data=False)
+                return _zstd_decompressor().decompress(view, allow_extra_data=False)
             except zstandard.ZstdError:
                 pass                    # several frames, or corrupt: found out below
         return _unzstd_frames(view, limit)
@@ -229,7 +238,7 @@ def _unzstd_frames(view, limit):
     total = 0
     pos = 0
     while pos < len(view):
-        frame = _zstd_decompressor.decompressobj()
+        frame = _zstd_decompressor().decompressobj()
         while True:
             step = max(64, (limit - total) // ZSTD_MAX_EXPANSION)
             piece = view[pos:pos + step]

@@ -91,3 +91,16 @@ def test_offset_bounds_skip_batches_before_decompressing_them():
     assert offsets == list(range(batches[1].base_offset + 1, batches[-1].base_offset))
     with pytest.raises(kcodec.DecompressionError):
         list(kcodec.read_records(data, verify_crc=False))
+
+
+def test_threads_decode_compressed_data_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs = {codec: kcodec.encode([(b"k%d" % i, b"value %d " % i * 20) for i in range(3000)],
+                                   compression=codec, max_batch_bytes=4096)
+              for codec in ("gzip", "snappy", "lz4", "zstd")}
+    expected = {codec: kcodec.decode(data) for codec, data in inputs.items()}
+    work = [codec for codec in inputs for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda codec: (codec, kcodec.decode(inputs[codec])), work))
+    assert all(table.equals(expected[codec]) for codec, table in results)
