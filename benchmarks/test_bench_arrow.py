@@ -1,0 +1,158 @@
+"""Decode to Arrow (`kcodec.decode`) and encode from Arrow (`kcodec.encode(table)`)
+on every workload of `kcodec bench`'s matrix, side by side with aiokafka's
+compiled reader and builder and with the floors measured in the same run:
+
+* uncompressed: a CRC of the whole input (CRC-32C for v2) plus a memcpy of it,
+  once per CRC implementation at hand (kcodec's, the crc32c package's);
+* compressed: the codec library kcodec uses decompressing each batch's
+  records section (zlib wbits 31, cramjam snappy blocks, lz4.frame, zstandard).
+
+    python -m pytest benchmarks/test_bench_arrow.py --benchmark-only -q
+    python -m pytest benchmarks/test_bench_arrow.py --benchmark-disable   # as CI: once each
+
+Compare the members of a group (or the records/s summary printed at the end),
+never absolute times. Every benchmark checks its output once, outside the
+timed code (row count and a content checksum), so that it cannot silently
+measure nothing; nothing here asserts a speed. `kcodec bench` (kcodec/bench.py)
+times the same operations with interleaved repeats and prints the ratios.
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import kcodec
+from kcodec import bench
+
+MATRIX = bench.DEFAULT_MATRIX
+COMPRESSED = [w for w in MATRIX if bench.WORKLOADS[w].compressed]
+UNCOMPRESSED = [w for w in MATRIX if not bench.WORKLOADS[w].compressed]
+CRCS = {2: ("kcodec.crc32c", "crc32c package"), 1: ("kcodec.crc32", "zlib.crc32"),
+        0: ("kcodec.crc32", "zlib.crc32")}
+CRC_FLOORS = [(w, crc) for w in UNCOMPRESSED for crc in CRCS[bench.WORKLOADS[w].magic]]
+
+
+@pytest.fixture(scope="module")
+def peers():
+    return bench.load_peers()[0]
+
+
+def _aiokafka(peers):
+    if peers.get("aiokafka") is None:
+        pytest.skip("aiokafka is not installed")
+    return peers["aiokafka"]
+
+
+DECODES = {"kcodec.decode": ({}, bench.kcodec_decode_arrow),
+           "kcodec.decode(views=True)": ({"views": True}, bench.kcodec_decode_views)}
+
+
+@pytest.mark.parametrize("workload_id", MATRIX)
+@pytest.mark.parametrize("impl", list(DECODES))
+def test_decode_arrow(benchmark, record_rate, bench_workload, impl):
+    """The record set to a pyarrow.Table, CRCs checked (views=True: key and
+    value as binary_view columns pointing into the input)."""
+    options, decode = DECODES[impl]
+    if options and not bench.views_supported():
+        pytest.skip("this kcodec.decode has no views option")
+    wl = bench_workload
+    table = kcodec.decode(wl.data, **options)                   # once, untimed
+    assert table.num_rows == wl.count
+    assert bench.table_digest(table) == wl.digest
+    benchmark.group = f"decode to Arrow {wl.name}"
+    n = benchmark(decode, wl.data)
+    assert n == wl.count
+    record_rate(benchmark, "decode to Arrow", wl.name, impl, n)
+
+
+@pytest.mark.parametrize("workload_id", MATRIX)
+def test_decode_arrow_two_threads(benchmark, record_rate, bench_workload):
+    """Two threads, each decoding its own copy of the input: the aggregate rate."""
+    wl = bench_workload
+    unsafe = bench.thread_unsafe_reason(wl.spec.codec)
+    if unsafe:                      # an xfail would not survive the crash it can cause
+        pytest.skip(f"known bug: {unsafe}")
+    copies = [bytes(bytearray(wl.data)) for _ in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        def both():
+            return sum(f.result() for f in [pool.submit(bench.kcodec_decode_arrow, c)
+                                            for c in copies])
+        tables = list(pool.map(kcodec.decode, copies))          # once, untimed
+        assert [bench.table_digest(t) for t in tables] == [wl.digest, wl.digest]
+        benchmark.group = f"decode to Arrow {wl.name}"
+        n = benchmark(both)
+    assert n == 2 * wl.count
+    record_rate(benchmark, "decode to Arrow", wl.name, "kcodec.decode 2 threads", n)
+
+
+@pytest.mark.parametrize("workload_id", MATRIX)
+def test_decode_aiokafka(benchmark, record_rate, bench_workload, peers):
+    """aiokafka's compiled MemoryRecords + validate_crc; every record's offset,
+    timestamp, key, value and headers read."""
+    mr = _aiokafka(peers)["MemoryRecords"]
+    assert mr.__module__.startswith("aiokafka.record._crecords")   # the compiled peer
+    wl = bench_workload
+    assert bench.content_digest(bench.memory_records_rows(mr(wl.data))) == wl.digest
+    benchmark.group = f"decode to Arrow {wl.name}"
+    n = benchmark(bench.aiokafka_decode, wl.data)
+    assert n == wl.count
+    record_rate(benchmark, "decode to Arrow", wl.name, "aiokafka", n)
+
+
+@pytest.mark.parametrize("workload_id,crc", CRC_FLOORS)
+def test_floor_crc_memcpy(benchmark, record_rate, bench_workload, peers, crc):
+    """Floor of an uncompressed decode: CRC of the input + memcpy of it."""
+    wl = bench_workload
+    floors = bench.crc_memcpy_floors(wl.data, wl.spec.magic, peers)
+    if crc not in floors:
+        pytest.skip(f"{crc} is not installed")
+    floor = floors[crc]
+    expected = kcodec.crc32c(wl.data) if wl.spec.magic == 2 else kcodec.crc32(wl.data)
+    assert floor() == expected                                  # once, untimed
+    benchmark.group = f"decode to Arrow {wl.name}"
+    assert benchmark(floor) == expected
+    record_rate(benchmark, "decode to Arrow", wl.name, f"floor CRC+memcpy ({crc})", wl.count)
+
+
+@pytest.mark.parametrize("workload_id", COMPRESSED)
+def test_floor_decompress(benchmark, record_rate, bench_workload):
+    """Floor of a compressed decode: the codec library's own decompress of every
+    batch's records section, checked to give the bytes kcodec decompresses."""
+    wl = bench_workload
+    sections = bench.compressed_sections(wl)
+    assert len(sections) == len(wl.batch_counts)
+    floor, what = bench.decompress_floor(wl.spec.codec, sections)
+    size = bench.check_decompress_floor(wl, sections, floor)   # once, untimed
+    assert size > 0
+    benchmark.group = f"decode to Arrow {wl.name}"
+    benchmark.extra_info["floor"] = what
+    out = benchmark(floor)
+    assert sum(len(piece) for piece in out) == size
+    record_rate(benchmark, "decode to Arrow", wl.name, "floor decompress", wl.count)
+
+
+@pytest.mark.parametrize("workload_id", MATRIX)
+def test_encode_arrow(benchmark, record_rate, bench_workload):
+    """kcodec.encode(table) from the table kcodec.decode gives, same codec and batch size."""
+    wl = bench_workload
+    table = kcodec.decode(wl.data)
+    benchmark.group = f"encode from Arrow {wl.name}"
+    out = benchmark(bench.kcodec_encode_arrow, table, wl.spec)
+    decoded = kcodec.decode(out)                                # untimed
+    assert decoded.num_rows == wl.count
+    assert bench.table_digest(decoded) == wl.digest
+    record_rate(benchmark, "encode from Arrow", wl.name, "kcodec.encode(table)", wl.count)
+
+
+@pytest.mark.parametrize("workload_id", MATRIX)
+def test_encode_aiokafka(benchmark, record_rate, bench_workload, peers):
+    """aiokafka's compiled builder, one per batch at kcodec's batch boundaries,
+    from (key, value, timestamp, headers) tuples."""
+    mr = _aiokafka(peers)["MemoryRecords"]
+    wl = bench_workload
+    benchmark.group = f"encode from Arrow {wl.name}"
+    out = benchmark(bench.aiokafka_encode, wl.records, bench.AIO_CODEC[wl.spec.codec],
+                    wl.batch_counts, wl.spec.magic)
+    # produce-style batches all start at offset 0: compare content, not offsets
+    rows = bench.memory_records_rows(mr(out), relative_offsets=True)
+    assert bench.content_digest(rows) == wl.digest
+    record_rate(benchmark, "encode from Arrow", wl.name, "aiokafka", wl.count)

@@ -1,0 +1,131 @@
+"""`kcodec bench`: the harness runs end to end on tiny workloads (--quick) and
+writes what it promises. Nothing here looks at the figures themselves: a
+quick run's rates are noise, and speed is shown by the harness, never asserted."""
+import contextlib
+import io
+import json
+
+import pytest
+
+from kcodec import bench
+from kcodec.cli import main
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DECODE_HEADER = ["workload", "records", "records/batch", "kcodec.decode rec/s",
+                 "decode(views=True) rec/s", "object API rec/s", "aiokafka rec/s",
+                 "kafka-python rec/s", "floor rec/s", "decode / aiokafka",
+                 "decode / kafka-python", "decode time / floor time", "2 threads / 1 thread"]
+ENCODE_HEADER = ["workload", "kcodec.encode(table) rec/s", "aiokafka builder rec/s",
+                 "encode / aiokafka"]
+LABELS = ["none 100 B", "gzip 100 B", "snappy 100 B", "lz4 100 B", "zstd 100 B",
+          "none 1/batch", "none 3 headers", "none 10 KB", "v1 snappy wrappers"]
+
+
+def run_cli(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return status, out.getvalue(), err.getvalue()
+
+
+def table(text, first_cell):
+    """The rows (lists of cells) of the Markdown table whose header starts with first_cell."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("| ") and line.split("|")[1].strip() == first_cell)
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows[0], rows[2:]                # header, body (without the |---| rule)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """One `kcodec bench --quick` run shared by the tests below (a few seconds)."""
+    pytest.importorskip("aiokafka")
+    pytest.importorskip("kafka")
+    tmp = tmp_path_factory.mktemp("bench")
+    argv = ["bench", "--quick", "--json", str(tmp / "bench.json")]
+    if bench.matplotlib_available():
+        argv += ["--png", str(tmp / "bench.png")]
+    status, out, err = run_cli(argv)
+    return {"status": status, "out": out, "err": err, "dir": tmp}
+
+
+def test_quick_run_succeeds(quick):
+    assert quick["status"] == 0, quick["err"]
+    assert "Missing peer columns" not in quick["out"]
+
+
+def test_prints_decode_and_encode_tables(quick):
+    header, body = table(quick["out"], "workload")
+    assert header == DECODE_HEADER
+    assert [row[0] for row in body] == LABELS
+    for row in body:
+        assert len(row) == len(header)
+        assert all(cell.replace(",", "").isdigit() for cell in row[3:8]), row
+    encode_header, encode_body = table(quick["out"].split("Encode.", 1)[1], "workload")
+    assert encode_header == ENCODE_HEADER
+    assert [row[0] for row in encode_body] == LABELS
+    targets_header, targets = table(quick["out"], "target")
+    assert targets_header == ["target", "workload", "measured", "goal", "met"]
+    assert {row[4] for row in targets} <= {"yes", "**no**"}
+
+
+def test_writes_json(quick):
+    result = json.loads((quick["dir"] / "bench.json").read_text())
+    assert result["parameters"]["quick"] is True
+    assert [w["id"] for w in result["workloads"]] == list(bench.DEFAULT_MATRIX)
+    for w in result["workloads"]:
+        assert w["records"] > 0 and w["bytes"] > 0
+        for impl in ("kcodec.decode", "kcodec object API", "aiokafka", "kafka-python"):
+            entry = w["decode"][impl]
+            assert entry["records_per_s"] > 0 and len(entry["samples_s"]) == 3
+        assert w["floor"]["records_per_s"] > 0
+        assert w["floor"]["kind"] == ("codec decompress" if w["codec"] != "none"
+                                      else ("CRC-32C + memcpy" if w["magic"] == 2
+                                            else "CRC-32 + memcpy"))
+        assert w["encode"]["kcodec.encode(table)"]["records_per_s"] > 0
+        assert w["ratios"]["decode_vs_aiokafka"] > 0
+        assert w["ratios"]["threads_2_vs_1"] is not None or w.get("threads_skipped")
+    assert {t["workload"] for t in result["targets"]} >= {"none", "gzip", "none-1pb"}
+    assert result["markdown"].strip() in quick["out"]
+
+
+def test_writes_png(quick):
+    if not bench.matplotlib_available():
+        pytest.skip("matplotlib is not installed (pip install 'kcodec[bench]')")
+    png = (quick["dir"] / "bench.png").read_bytes()
+    assert png[:8] == PNG_SIGNATURE and len(png) > 1000
+
+
+def test_missing_peer_is_named(monkeypatch):
+    real = bench._import_peer
+
+    def without_kafka_python(name):
+        if name == "kafka-python":
+            raise ImportError("No module named 'kafka'")
+        return real(name)
+
+    monkeypatch.setattr(bench, "_import_peer", without_kafka_python)
+    status, out, err = run_cli(["bench", "--quick", "--workloads", "none", "--no-threads"])
+    assert status == 0, err
+    assert "Missing peer columns: kafka-python" in out and "kcodec[bench]" in out
+    header, body = table(out, "workload")
+    row = dict(zip(header, body[0]))
+    assert row["kafka-python rec/s"] == "n/a" and row["decode / kafka-python"] == "n/a"
+    assert row["2 threads / 1 thread"] == "n/a"
+
+
+def test_png_without_matplotlib_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "matplotlib_available", lambda: False)
+    status, out, err = run_cli(["bench", "--quick", "--png", str(tmp_path / "x.png")])
+    assert status == 2 and "matplotlib" in err and "kcodec[bench]" in err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_unknown_workload_is_refused():
+    status, out, err = run_cli(["bench", "--quick", "--workloads", "none", "nope"])
+    assert status == 2 and "unknown workload 'nope'" in err and "none-1pb" in err
