@@ -68,9 +68,6 @@ def test_decode_arrow(benchmark, record_rate, bench_workload, impl):
 def test_decode_arrow_two_threads(benchmark, record_rate, bench_workload):
     """Two threads, each decoding its own copy of the input: the aggregate rate."""
     wl = bench_workload
-    unsafe = bench.thread_unsafe_reason(wl.spec.codec)
-    if unsafe:                      # an xfail would not survive the crash it can cause
-        pytest.skip(f"known bug: {unsafe}")
     copies = [bytes(bytearray(wl.data)) for _ in range(2)]
     with ThreadPoolExecutor(2) as pool:
         def both():

@@ -674,21 +674,6 @@ def check_workload(wl, peers):
     return table
 
 
-def thread_unsafe_reason(codec):
-    """Why decoding `codec` on two threads at once is not measured, or None.
-
-    kcodec.compression decompresses every zstd batch with ONE module-level
-    zstandard.ZstdDecompressor; a zstd context must not be used by two threads
-    at once (zstd's manual: "use one context per thread"), and with two it
-    corrupts its output or aborts the process (double free). Until that
-    decompressor is per call or per thread, zstd is left out of the thread
-    figures rather than crash the run."""
-    if codec == "zstd" and hasattr(_compression, "_zstd_decompressor"):
-        return ("kcodec.compression shares one ZstdDecompressor between threads "
-                "(not thread-safe: corrupt output or a crash)")
-    return None
-
-
 def _decode_repeatedly(data, times):
     rows = 0
     for _ in range(times):
@@ -776,10 +761,7 @@ def measure(wl, peers, timing, executor=None):
         "floor": {"kind": floor_kind, "name": best_floor, **floor_entries[best_floor]},
         "encode": encode,
     }
-    unsafe = thread_unsafe_reason(wl.spec.codec)
-    if unsafe:
-        row["threads_skipped"] = unsafe
-    elif executor is not None:
+    if executor is not None:
         threads, scaling, times = thread_scaling(
             wl, executor, decode["kcodec.decode"]["median_s"], timing)
         row["threads"] = {**threads, "decodes_per_task": times, "scaling": scaling}
@@ -900,10 +882,6 @@ def markdown(result):
             _ratio(q["decode_vs_aiokafka"]), _ratio(q["decode_vs_kafka_python"], 1),
             _ratio(q["decode_time_vs_floor"]), _ratio(q["threads_2_vs_1"]),
         ]) + " |")
-    skipped = [r["id"] for r in rows if r.get("threads_skipped")]
-    if skipped:
-        lines += ["", f"2 threads / 1 thread not measured for {', '.join(skipped)}: "
-                  f"{rows[[r['id'] for r in rows].index(skipped[0])]['threads_skipped']}."]
     lines += [
         "",
         "Encode. kcodec.encode(table) from the Arrow table kcodec.decode gives, vs aiokafka's "
@@ -998,7 +976,7 @@ def write_png(result, path):
 def _threads_label(row):
     if row["ratios"]["threads_2_vs_1"]:
         return f"\n2 threads: {row['ratios']['threads_2_vs_1']:.2f}x"
-    return "\n2 threads: not run" if row.get("threads_skipped") else ""
+    return ""
 
 
 def matplotlib_available():
