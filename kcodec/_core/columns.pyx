@@ -184,6 +184,19 @@ cdef void fill(Block* blocks, Py_ssize_t n_blocks, Out* o) noexcept nogil:
             row += 1
 
 
+def _empty(n, dtype):
+    """An array in memory from Arrow's system (malloc) pool. Output columns are
+    megabytes that are written once: allocators that hand such blocks back to
+    the OS on free (numpy's large arrays, mimalloc's huge objects) make every
+    decode fault its pages in again, which on a virtual machine cost more than
+    decoding the records; malloc keeps them in its heap for the next call."""
+    dtype = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(n * dtype.itemsize, memory_pool=_POOL), dtype)
+
+
+_POOL = pa.system_memory_pool()
+
+
 cdef inline void* ptr(arr):
     cdef uint8_t[::1] view
     if arr is None or arr.nbytes == 0:
@@ -298,29 +311,29 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
                                  "limit; decode fewer batches at a time (e.g. iter_decode)")
         rows, nh = t.rows, t.headers
         cols = {
-            "offset": np.empty(rows, np.int64), "timestamp": np.empty(rows, np.int64),
-            "timestamp_valid": np.empty(rows, np.uint8), "timestampType": np.empty(rows, np.int32),
-            "key_valid": np.empty(rows, np.uint8), "value_valid": np.empty(rows, np.uint8),
-            "header_list_offsets": np.empty(rows + 1, np.int32),
-            "headers_valid": np.empty(rows, np.uint8),
-            "header_key_offsets": np.empty(nh + 1, np.int32),
-            "header_key_data": np.empty(t.header_key_bytes, np.uint8),
-            "header_value_offsets": np.empty(nh + 1, np.int32),
-            "header_value_data": np.empty(t.header_value_bytes, np.uint8),
-            "header_value_valid": np.empty(nh, np.uint8),
+            "offset": _empty(rows, np.int64), "timestamp": _empty(rows, np.int64),
+            "timestamp_valid": _empty(rows, np.uint8), "timestampType": _empty(rows, np.int32),
+            "key_valid": _empty(rows, np.uint8), "value_valid": _empty(rows, np.uint8),
+            "header_list_offsets": _empty(rows + 1, np.int32),
+            "headers_valid": _empty(rows, np.uint8),
+            "header_key_offsets": _empty(nh + 1, np.int32),
+            "header_key_data": _empty(t.header_key_bytes, np.uint8),
+            "header_value_offsets": _empty(nh + 1, np.int32),
+            "header_value_data": _empty(t.header_value_bytes, np.uint8),
+            "header_value_valid": _empty(nh, np.uint8),
         }
         if views:
-            cols.update(key_views=np.empty(16 * rows, np.uint8),
-                        value_views=np.empty(16 * rows, np.uint8))
+            cols.update(key_views=_empty(16 * rows, np.uint8),
+                        value_views=_empty(16 * rows, np.uint8))
         else:
-            cols.update(key_offsets=np.empty(rows + 1, np.int32),
-                        key_data=np.empty(t.key_bytes, np.uint8),
-                        value_offsets=np.empty(rows + 1, np.int32),
-                        value_data=np.empty(t.value_bytes, np.uint8))
+            cols.update(key_offsets=_empty(rows + 1, np.int32),
+                        key_data=_empty(t.key_bytes, np.uint8),
+                        value_offsets=_empty(rows + 1, np.int32),
+                        value_data=_empty(t.value_bytes, np.uint8))
         if batch_columns:
-            cols.update(producerId=np.empty(rows, np.int64), producerEpoch=np.empty(rows, np.int16),
-                        sequence=np.empty(rows, np.int32), isTransactional=np.empty(rows, np.uint8),
-                        leaderEpoch=np.empty(rows, np.int32))
+            cols.update(producerId=_empty(rows, np.int64), producerEpoch=_empty(rows, np.int16),
+                        sequence=_empty(rows, np.int32), isTransactional=_empty(rows, np.uint8),
+                        leaderEpoch=_empty(rows, np.int32))
         o.offset = <int64_t*>ptr(cols["offset"])
         o.timestamp = <int64_t*>ptr(cols["timestamp"])
         o.timestamp_valid = <uint8_t*>ptr(cols["timestamp_valid"])
