@@ -30,7 +30,8 @@ from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
 from kcodec import bench
 from kcodec.bench import (  # noqa: F401  (re-exported: report.py and the tests use them)
     BASE_TIMESTAMP, NO_HEADERS, PREFIX_RECORDS, SEED, UNBOUNDED_BATCH, Timing, WorkloadError,
-    aiokafka_decode, aiokafka_encode, compare, digest_records, kafkapython_decode, kcodec_decode,
+    aiokafka_decode, aiokafka_decode_values, aiokafka_encode, aiokafka_iterate, compare,
+    digest_records, kafkapython_decode, kcodec_decode, kcodec_decode_values, kcodec_iterate,
     require, time_per_call,
 )
 
@@ -151,56 +152,6 @@ def verify_with_aiokafka(wl):
 # record and returns the number of records (kcodec_decode, aiokafka_decode and
 # kafkapython_decode are kcodec.bench's); the *_digest twins walk the same API
 # once to check the content (outside any timed code).
-# The decode loops below are written out one by one, not through getattr, so
-# that each reads its fields exactly as a user's loop would and both libraries
-# pay the same interpreter costs.
-
-def kcodec_iterate(data):
-    """Decoding alone: every record object made, CRCs checked, no field read."""
-    n = 0
-    for _ in kcodec.read_records(data, verify_crc=True):
-        n += 1
-    return n
-
-
-def aiokafka_iterate(data):
-    n = 0
-    mr = AioMemoryRecords(data)
-    while True:
-        batch = mr.next_batch()
-        if batch is None:
-            break
-        if not batch.validate_crc():
-            raise ValueError("CRC mismatch")
-        for _ in batch:
-            n += 1
-    return n
-
-
-def kcodec_decode_values(data):
-    """What most consumers read: each record's offset and value."""
-    n = 0
-    for r in kcodec.read_records(data, verify_crc=True):
-        r.offset
-        r.value
-        n += 1
-    return n
-
-
-def aiokafka_decode_values(data):
-    n = 0
-    mr = AioMemoryRecords(data)
-    while True:
-        batch = mr.next_batch()
-        if batch is None:
-            break
-        if not batch.validate_crc():
-            raise ValueError("CRC mismatch")
-        for r in batch:
-            r.offset
-            r.value
-            n += 1
-    return n
 
 
 def kcodec_digest(data):
