@@ -14,7 +14,7 @@ kc_crc_init()
 
 # Below this size releasing the GIL costs more than the CRC itself.
 
-cdef size_t NOGIL_THRESHOLD = 64 * 1024
+cdef size_t NOGIL_THRESHOLD = 4096
 
 
 cdef uint32_t crc32c_of(const uint8_t* p, size_t n) noexcept:

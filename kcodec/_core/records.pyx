@@ -33,7 +33,7 @@ cdef enum:
     MIN_ENTRY_SIZE = 14          # smallest v0 message; Java enforces it for every magic
     V2_HEADER = 61
     V2_MIN_RECORD = 7            # length, attributes, ts, offset, key, value, headers: 1 byte each
-    NOGIL_MIN_BYTES = 65536      # below this, releasing the GIL costs more than it frees
+    NOGIL_MIN_BYTES = 4096       # below this, releasing the GIL costs more than it frees
 
 cdef tuple TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 cdef tuple CONTROL_TYPES = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER",
