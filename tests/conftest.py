@@ -1,3 +1,4 @@
+import json
 import os
 from pathlib import Path
 
@@ -21,3 +22,14 @@ def fixtures_path():
             pytest.fail(f"shared fixtures not found at {path}")
         pytest.skip(f"shared fixtures not found at {path} (set KCODEC_FIXTURES)")
     return path
+
+
+@pytest.fixture(scope="session")
+def fixture_record_sets(fixtures_path):
+    """(index entry, bytes) of every positive fixture that is a plain record set."""
+    index = json.loads((fixtures_path / "index.json").read_text())
+    sets = [(entry, (fixtures_path / entry["bin"]).read_bytes()) for entry in index["fixtures"]
+            if not entry["expected_error"]
+            and entry["framing"] in ("record_set", "v2_record_batch")]
+    assert len(sets) >= 15
+    return sets
