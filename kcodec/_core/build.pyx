@@ -6,7 +6,6 @@
 # pointing into the bytes objects, which the caller keeps alive) or straight from
 # Arrow buffers (rows_from_arrow), so each wire layout is written by one function.
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t

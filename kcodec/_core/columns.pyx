@@ -10,7 +10,6 @@
 #   [int32 length][12 bytes inline]                                  length <= 12
 #   [int32 length][4-byte prefix][int32 buffer index][int32 offset]  otherwise
 # whose data buffers are the input and the decompressed buffers themselves.
-cimport cython
 from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
