@@ -1,0 +1,276 @@
+"""The fixed-width side files of a partition directory.
+
+    .index      [int32 offset - base][int32 position in .log]            8 bytes
+    .timeindex  [int64 timestamp][int32 offset - base]                   12 bytes
+    .txnindex   [int16 version=0][int64 producerId][int64 firstOffset]
+                [int64 lastOffset][int64 lastStableOffset]               34 bytes
+    leader-epoch-checkpoint   text: version, count, "epoch startOffset" lines
+    .snapshot   [int16 version][uint32 CRC-32C of bytes 6..][int32 count]
+                count x [int64 producerId][int16 epoch][int32 lastSequence]
+                [int64 lastOffset][int32 offsetDelta][int64 timestamp]
+                [int32 coordinatorEpoch][int64 currentTxnFirstOffset]    46 bytes
+
+The offset and time indexes of an active segment are preallocated and zero
+filled: an entry after the first whose relative offset is 0 ends them.
+Every inconsistency raises CorruptIndexError naming the file and the byte
+position of the offending entry.
+"""
+import mmap
+import os
+import struct
+from collections import namedtuple
+
+import numpy as np
+
+from .._core.crc import crc32c
+from ..errors import CorruptIndexError
+
+OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+TXN_ENTRY = np.dtype([("version", ">i2"), ("producer_id", ">i8"), ("first_offset", ">i8"),
+                      ("last_offset", ">i8"), ("last_stable_offset", ">i8")])
+SNAPSHOT_ENTRY = np.dtype([
+    ("producer_id", ">i8"), ("producer_epoch", ">i2"), ("last_sequence", ">i4"),
+    ("last_offset", ">i8"), ("offset_delta", ">i4"), ("timestamp", ">i8"),
+    ("coordinator_epoch", ">i4"), ("current_txn_first_offset", ">i8")])
+SNAPSHOT_HEADER = struct.Struct(">hIi")
+NO_TIMESTAMP = -1
+
+IndexEntry = namedtuple("IndexEntry", "offset position")
+TimeIndexEntry = namedtuple("TimeIndexEntry", "timestamp offset")
+AbortedTxn = namedtuple("AbortedTxn", "producer_id first_offset last_offset last_stable_offset")
+EpochEntry = namedtuple("EpochEntry", "epoch start_offset")
+ProducerSnapshotEntry = namedtuple("ProducerSnapshotEntry", SNAPSHOT_ENTRY.names)
+
+
+def map_file(path):
+    """A read-only mmap of the file, or b"" when it is empty (mmap refuses those)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def base_offset_of(path):
+    """The base offset a segment file's name carries (20 digits)."""
+    stem = os.path.basename(path).split(".", 1)[0]
+    if not stem.isdigit():
+        raise ValueError(f"{path}: not a segment file name (20-digit base offset expected)")
+    return int(stem)
+
+
+def _entries(path, dtype):
+    data = map_file(path)
+    if len(data) % dtype.itemsize:
+        raise CorruptIndexError(
+            f"index file length {len(data)} is not a multiple of the {dtype.itemsize}-byte entry",
+            position=len(data) - len(data) % dtype.itemsize, source=path)
+    return np.frombuffer(data, dtype)
+
+
+def _used(entries):
+    """Entries before the zero-filled preallocated tail."""
+    tail = np.flatnonzero(entries["relative_offset"][1:] == 0)
+    return entries[:tail[0] + 1] if len(tail) else entries
+
+
+def _first_bad(mask):
+    return int(np.flatnonzero(mask)[0])
+
+
+class OffsetIndex:
+    """A segment's sparse offset index: lookup(offset) gives the largest entry
+    at or below it, else (base offset, 0), as the broker does."""
+
+    entry_size = OFFSET_ENTRY.itemsize
+
+    def __init__(self, path, base_offset=None, log_size=None):
+        self.path = str(path)
+        self.base_offset = base_offset_of(path) if base_offset is None else base_offset
+        entries = _used(_entries(self.path, OFFSET_ENTRY))
+        self.offsets = entries["relative_offset"].astype(np.int64) + self.base_offset
+        self.positions = entries["position"].astype(np.int64)
+        self._check(log_size)
+
+    def _check(self, log_size):
+        where = dict(source=self.path)
+        if len(self.offsets) and self.offsets[-1] < self.base_offset:
+            raise CorruptIndexError(
+                f"last offset {self.offsets[-1]} is below the base offset {self.base_offset}",
+                position=(len(self.offsets) - 1) * self.entry_size, **where)
+        problems = [
+            (np.diff(self.offsets) <= 0, "offsets not increasing"),
+            (np.diff(self.positions) <= 0, "positions not increasing"),
+        ]
+        for mask, what in problems:
+            if mask.any():
+                i = _first_bad(mask) + 1
+                raise CorruptIndexError(f"{what} at entry {i} (offset {self.offsets[i]}, "
+                                        f"position {self.positions[i]})",
+                                        position=i * self.entry_size, **where)
+        negative = self.positions < 0
+        if log_size is not None:
+            negative |= self.positions >= max(log_size, 1)
+        if negative.any():
+            i = _first_bad(negative)
+            raise CorruptIndexError(f"entry {i} points at position {self.positions[i]}, outside "
+                                    f"the {log_size}-byte log", position=i * self.entry_size,
+                                    **where)
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def __iter__(self):
+        return (IndexEntry(int(o), int(p)) for o, p in zip(self.offsets, self.positions))
+
+    def entry(self, i):
+        return IndexEntry(int(self.offsets[i]), int(self.positions[i]))
+
+    def lookup(self, offset):
+        i = int(np.searchsorted(self.offsets, offset, side="right")) - 1
+        return self.entry(i) if i >= 0 else IndexEntry(self.base_offset, 0)
+
+
+class TimeIndex:
+    """A segment's time index: lookup(ts) gives the entry with the largest
+    timestamp at or below ts, else (-1, base offset)."""
+
+    entry_size = TIME_ENTRY.itemsize
+
+    def __init__(self, path, base_offset=None):
+        self.path = str(path)
+        self.base_offset = base_offset_of(path) if base_offset is None else base_offset
+        entries = _used(_entries(self.path, TIME_ENTRY))
+        self.timestamps = entries["timestamp"].astype(np.int64)
+        self.offsets = entries["relative_offset"].astype(np.int64) + self.base_offset
+        self._check()
+
+    def _check(self):
+        where = dict(source=self.path)
+        n = len(self.offsets)
+        if n and self.offsets[-1] < self.base_offset:
+            raise CorruptIndexError(
+                f"last offset {self.offsets[-1]} is below the base offset {self.base_offset}",
+                position=(n - 1) * self.entry_size, **where)
+        for mask, what in ((np.diff(self.timestamps) <= 0, "timestamps going backwards"),
+                           (np.diff(self.offsets) < 0, "offsets going backwards")):
+            if mask.any():
+                i = _first_bad(mask) + 1
+                raise CorruptIndexError(f"{what} at entry {i} (timestamp {self.timestamps[i]}, "
+                                        f"offset {self.offsets[i]})",
+                                        position=i * self.entry_size, **where)
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def __iter__(self):
+        return (TimeIndexEntry(int(t), int(o)) for t, o in zip(self.timestamps, self.offsets))
+
+    @property
+    def last_entry(self):
+        if not len(self):
+            return TimeIndexEntry(NO_TIMESTAMP, self.base_offset)
+        return TimeIndexEntry(int(self.timestamps[-1]), int(self.offsets[-1]))
+
+    def lookup(self, timestamp):
+        i = int(np.searchsorted(self.timestamps, timestamp, side="right")) - 1
+        if i < 0:
+            return TimeIndexEntry(NO_TIMESTAMP, self.base_offset)
+        return TimeIndexEntry(int(self.timestamps[i]), int(self.offsets[i]))
+
+
+def read_txn_index(path):
+    """The aborted transactions a .txnindex lists, in file order."""
+    path = str(path)
+    entries = _entries(path, TXN_ENTRY)
+    bad = entries["version"] != 0
+    if bad.any():
+        i = _first_bad(bad)
+        raise CorruptIndexError(f"unsupported .txnindex entry version {entries['version'][i]}",
+                                position=i * TXN_ENTRY.itemsize, source=path)
+    backwards = entries["last_offset"] < entries["first_offset"]
+    if backwards.any():
+        i = _first_bad(backwards)
+        raise CorruptIndexError(
+            f"aborted transaction ends (offset {entries['last_offset'][i]}) before it starts "
+            f"(offset {entries['first_offset'][i]})", position=i * TXN_ENTRY.itemsize, source=path)
+    return [AbortedTxn(*map(int, row[1:])) for row in entries.tolist()]
+
+
+def read_leader_epoch_checkpoint(path):
+    """[(epoch, start_offset)] of a leader-epoch-checkpoint file."""
+    path = str(path)
+    with open(path, "rb") as f:
+        text = f.read(1 << 24)
+    lines, position = [], 0
+    for raw in text.splitlines(keepends=True):
+        lines.append((position, raw.strip()))
+        position += len(raw)
+
+    def fail(message, at):
+        raise CorruptIndexError(message, position=at, source=path)
+
+    def number(i):
+        at, raw = lines[i] if i < len(lines) else (len(text), b"")
+        try:
+            return int(raw)
+        except ValueError:
+            fail(f"line {i + 1}: expected a number, found {raw[:40]!r}", at)
+
+    if number(0) != 0:
+        fail(f"unsupported checkpoint version {number(0)}", 0)
+    count = number(1)
+    if count < 0 or len(lines) - 2 < count:
+        fail(f"checkpoint announces {count} entries, has {len(lines) - 2}", lines[1][0])
+    entries = []
+    for at, raw in lines[2:2 + count]:
+        fields = raw.split()
+        try:
+            epoch, start = (int(x) for x in fields)
+        except ValueError:
+            fail(f"expected 'epoch startOffset', found {raw[:40]!r}", at)
+        if entries and (epoch <= entries[-1].epoch or start < entries[-1].start_offset):
+            fail(f"epochs must increase with their start offsets, found {epoch} {start} "
+                 f"after {entries[-1].epoch} {entries[-1].start_offset}", at)
+        entries.append(EpochEntry(epoch, start))
+    if any(raw for _, raw in lines[2 + count:]):
+        fail("unexpected lines after the announced entries", lines[2 + count][0])
+    return entries
+
+
+def write_leader_epoch_checkpoint(path, entries):
+    lines = ["0", str(len(entries))] + [f"{epoch} {start}" for epoch, start in entries]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def read_producer_snapshot(path):
+    """The producer states a .snapshot file holds (CRC-32C checked)."""
+    path = str(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < SNAPSHOT_HEADER.size:
+        raise CorruptIndexError(f"producer snapshot of {len(data)} bytes is shorter than its "
+                                "10-byte header", position=0, source=path)
+    version, stored, count = SNAPSHOT_HEADER.unpack_from(data)
+    if version != 1:
+        raise CorruptIndexError(f"unsupported producer snapshot version {version}",
+                                position=0, source=path)
+    computed = crc32c(memoryview(data)[6:])
+    if computed != stored:
+        raise CorruptIndexError(f"producer snapshot CRC-32C 0x{stored:08x} != computed "
+                                f"0x{computed:08x}", position=2, source=path)
+    body = len(data) - SNAPSHOT_HEADER.size
+    if count < 0 or count * SNAPSHOT_ENTRY.itemsize != body:
+        raise CorruptIndexError(f"producer snapshot announces {count} entries of "
+                                f"{SNAPSHOT_ENTRY.itemsize} bytes but holds {body} bytes",
+                                position=6, source=path)
+    rows = np.frombuffer(data, SNAPSHOT_ENTRY, offset=SNAPSHOT_HEADER.size)
+    return [ProducerSnapshotEntry(*map(int, row)) for row in rows.tolist()]
+
+
+def encode_producer_snapshot(entries):
+    """Bytes of a .snapshot file holding `entries` (ProducerSnapshotEntry-like tuples)."""
+    rows = np.array([tuple(e) for e in entries], SNAPSHOT_ENTRY)
+    body = struct.pack(">i", len(rows)) + rows.tobytes()
+    return struct.pack(">hI", 1, crc32c(body)) + body

@@ -1,0 +1,278 @@
+"""A partition directory (`<topic>-<partition>/`) read like a broker serves it."""
+import os
+import re
+import pyarrow as pa
+
+from ..arrow import decode as decode_record_set, schema as arrow_schema
+from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from ..errors import KafkaFormatError
+from ..records import RecordIterator, _check_isolation, committed
+from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
+from .segment import Segment, located
+from .transactions import aborted_in, fetch_aborted
+
+SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
+PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]{32}-(?:delete|future|stray))?$")
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+DEFAULT_MAX_ROWS = 1 << 16
+DEFAULT_MAX_BYTES = 64 << 20
+# Input bytes of the first chunk of a compressed log, as a share of max_bytes,
+# until the decoded size of a chunk tells the real expansion.
+_FIRST_EXPANSION = 8.0
+
+
+def _starts_at_or_after(batch, offset):
+    # A compressed v0/v1 wrapper's first offset is known only inside it.
+    known = batch.magic == 2 or batch.compression == "none"
+    return known and batch.base_offset >= offset
+
+
+def parse_partition_dir(name):
+    """(topic, partition) of a directory name like "orders-3"; topics may hold dashes."""
+    found = PARTITION_DIR.match(os.path.basename(os.path.normpath(str(name))))
+    if not found:
+        raise ValueError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
+    return found["topic"], int(found["partition"])
+
+
+class PartitionLog:
+    """The live segments of one partition directory, oldest first.
+
+    Files of segments being deleted, cleaned or swapped (`.deleted`,
+    `.cleaned`, `.swap`) are ignored, as the broker does not serve them."""
+
+    def __init__(self, directory, *, topic=None, partition=None, verify_crc=True,
+                 max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
+        self.directory = str(directory)
+        if not os.path.isdir(self.directory):
+            raise FileNotFoundError(f"{self.directory}: no such partition directory")
+        if topic is None or partition is None:
+            parsed_topic, parsed_partition = parse_partition_dir(self.directory)
+            topic = parsed_topic if topic is None else topic
+            partition = parsed_partition if partition is None else partition
+        self.topic, self.partition = topic, partition
+        self.verify_crc = verify_crc
+        self.max_decompressed_bytes = max_decompressed_bytes
+        names = sorted(n for n in os.listdir(self.directory) if SEGMENT_NAME.match(n))
+        self.segments = [Segment(os.path.join(self.directory, n)) for n in names]
+        self._aborted = None
+
+    def __repr__(self):
+        return f"PartitionLog({self.directory!r}, segments={len(self.segments)})"
+
+    @property
+    def start_offset(self):
+        """The first segment's base offset (the log start offset of a broker
+        that has not advanced it by deleting records)."""
+        return self.segments[0].base_offset if self.segments else 0
+
+    @property
+    def end_offset(self):
+        """The log end offset: the offset the next record would get."""
+        return self.segments[-1].next_offset() if self.segments else 0
+
+    def leader_epochs(self):
+        path = os.path.join(self.directory, "leader-epoch-checkpoint")
+        return read_leader_epoch_checkpoint(path) if os.path.exists(path) else []
+
+    def producer_snapshots(self):
+        """{snapshot offset: [ProducerSnapshotEntry]} of the .snapshot files."""
+        found = {}
+        for name in sorted(os.listdir(self.directory)):
+            if re.match(r"^\d{20}\.snapshot$", name):
+                found[int(name[:20])] = read_producer_snapshot(os.path.join(self.directory, name))
+        return found
+
+    # --------------------------------------------------------- transactions
+    def aborted_transactions(self):
+        """Every aborted transaction (AbortedTxn: producer_id, first_offset,
+        last_offset = its ABORT marker, last_stable_offset), from the
+        .txnindex files when the log has any (the broker writes one only for
+        segments holding an ABORT marker), else rebuilt by scanning markers."""
+        if self._aborted is None:
+            if any(seg.has_txn_index for seg in self.segments):
+                self._aborted = [t for seg in self.segments for t in seg.aborted_transactions()]
+            else:
+                self._aborted = aborted_in(self._all_batches())
+        return list(self._aborted)
+
+    def _all_batches(self):
+        for seg in self.segments:
+            for _, batch in seg.batches(verify_crc=False):
+                yield batch
+
+    # ------------------------------------------------------------- reading
+    def _ranges(self, start_offset, end_offset):
+        """(segment, start position) of the segments holding [start, end)."""
+        for i, seg in enumerate(self.segments):
+            following = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            if start_offset is not None and following is not None and following <= start_offset:
+                continue
+            if end_offset is not None and seg.base_offset >= end_offset:
+                return
+            position = 0
+            if start_offset is not None and start_offset > seg.base_offset:
+                position = seg.position_for(start_offset)
+                if position is None:
+                    continue
+            yield seg, position
+
+    def _resolve(self, start_offset, end_offset, start_timestamp=None, end_timestamp=None):
+        if start_timestamp is not None:
+            found = self.offset_for_timestamp(start_timestamp)
+            start_offset = max(start_offset or 0, found if found is not None else self.end_offset)
+        if end_timestamp is not None:
+            found = self.offset_for_timestamp(end_timestamp)
+            if found is not None:
+                end_offset = found if end_offset is None else min(end_offset, found)
+        return start_offset, end_offset
+
+    def _aborted_for(self, isolation, start_offset):
+        if _check_isolation(isolation) != "read_committed":
+            return None
+        return fetch_aborted(self.aborted_transactions(), start_offset or 0)
+
+    def read_batches(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted"):
+        """The batches holding offsets in [start_offset, end_offset), in log
+        order, headers only (nothing decompressed until iterated). A Batch's
+        `position` is relative to where the read started in its segment."""
+        aborted = self._aborted_for(isolation, start_offset)
+        batches = self._batches(start_offset, end_offset)
+        return batches if aborted is None else committed(batches, aborted)
+
+    def _batches(self, start_offset, end_offset):
+        for seg, position in self._ranges(start_offset, end_offset):
+            for _, batch in seg.batches(position, verify_crc=self.verify_crc,
+                                        max_decompressed_bytes=self.max_decompressed_bytes):
+                if end_offset is not None and _starts_at_or_after(batch, end_offset):
+                    return
+                if start_offset is not None and batch.last_offset < start_offset:
+                    continue
+                yield batch
+
+    def read_records(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted",
+                     include_control=False):
+        """Records with offsets in [start_offset, end_offset), as a consumer
+        with this isolation level sees them."""
+        batches = self.read_batches(start_offset, end_offset, isolation=isolation)
+        return RecordIterator(batches, include_control, start_offset, end_offset)
+
+    def offset_for_timestamp(self, timestamp):
+        """The offset a broker's ListOffsets answers for `timestamp`: in the
+        first segment whose largest timestamp reaches it, the first batch
+        whose max timestamp reaches it, the first record in it at or after
+        it. None when no record is that recent. -1 (latest) gives the log
+        end offset, -2 (earliest) the log start offset."""
+        if timestamp == LATEST_TIMESTAMP:
+            return self.end_offset
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.start_offset
+        for seg in self.segments:
+            if seg.largest_timestamp() >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.start_offset)
+                return None if found is None else found[0]
+        return None
+
+    def decode(self, start_offset=None, end_offset=None, start_timestamp=None,
+               end_timestamp=None, isolation="read_uncommitted", columns=None,
+               batch_columns=False):
+        """The records with offsets in [start_offset, end_offset) as one
+        pyarrow.Table with decode()'s columns, topic and partition included.
+        Timestamps bound the offsets as Spark's startingTimestamp /
+        endingTimestamp do: each becomes offset_for_timestamp(ts)."""
+        tables = list(self._decode_chunks(start_offset, end_offset, start_timestamp,
+                                          end_timestamp, isolation, batch_columns, None, None))
+        target = arrow_schema(topic=True, partition=True, batch_columns=batch_columns)
+        table = pa.concat_tables(tables) if tables else target.empty_table()
+        return table.select(columns) if columns is not None else table
+
+    def iter_decode(self, start_offset=None, end_offset=None, start_timestamp=None,
+                    end_timestamp=None, isolation="read_uncommitted", columns=None,
+                    batch_columns=False, max_rows=DEFAULT_MAX_ROWS, max_bytes=DEFAULT_MAX_BYTES):
+        """decode() as a stream of pyarrow.RecordBatch of at most `max_rows`
+        rows and about `max_bytes` bytes each. The log is decoded a slice of
+        segment at a time, sized so that its decoded columns stay near
+        `max_bytes`; memory stays within a few times max_bytes plus one
+        Kafka batch decompressed, whatever the log size."""
+        if max_rows < 1 or max_bytes < 1:
+            raise ValueError("max_rows and max_bytes must be positive")
+        for table in self._decode_chunks(start_offset, end_offset, start_timestamp, end_timestamp,
+                                         isolation, batch_columns, max_rows, max_bytes):
+            if columns is not None:
+                table = table.select(columns)
+            if not table.num_rows:
+                continue
+            row_bytes = max(1, table.nbytes // table.num_rows)
+            step = max(1, min(max_rows, max_bytes // row_bytes))
+            for start in range(0, table.num_rows, step):
+                yield from table.slice(start, step).combine_chunks().to_batches()
+
+    def _decode_chunks(self, start_offset, end_offset, start_timestamp, end_timestamp,
+                       isolation, batch_columns, max_rows, max_bytes):
+        start_offset, end_offset = self._resolve(start_offset, end_offset, start_timestamp,
+                                                 end_timestamp)
+        if start_offset is not None and end_offset is not None and start_offset >= end_offset:
+            return
+        aborted = self._aborted_for(isolation, start_offset)
+        expansion = _FIRST_EXPANSION
+        for seg, position in self._ranges(start_offset, end_offset):
+            chunks = [(position, None)] if max_bytes is None else \
+                self._chunks(seg, position, end_offset, max_rows, lambda: max_bytes / expansion)
+            for first, last in chunks:
+                view = seg.view(first, last)
+                try:
+                    table = decode_record_set(
+                        view, isolation=isolation, aborted=aborted, topic=self.topic,
+                        partition=self.partition, batch_columns=batch_columns,
+                        start_offset=start_offset, end_offset=end_offset,
+                        verify_crc=self.verify_crc,
+                        max_decompressed_bytes=self.max_decompressed_bytes)
+                except KafkaFormatError as exc:
+                    raise located(exc, seg.log_path, first) from None
+                finally:
+                    view.release()
+                if max_bytes is not None:
+                    read = (last if last is not None else seg.size) - first
+                    if read > 0 and table.num_rows:
+                        expansion = max(table.nbytes / read, 0.5)
+                    seg.release(first, first + read)
+                yield table
+
+    def _chunks(self, seg, position, end_offset, max_rows, input_budget):
+        """[first, last) byte ranges of whole batches from `position`, each
+        about input_budget() bytes and max_rows offsets."""
+        first = last = position
+        rows = 0
+        for at, batch in seg.batches(position, verify_crc=False):
+            if end_offset is not None and _starts_at_or_after(batch, end_offset):
+                break
+            if last > first and (last - first + batch.size > input_budget() or rows >= max_rows):
+                yield first, last
+                first, rows = last, 0
+            last = at + batch.size
+            rows += batch.last_offset - batch.base_offset + 1 if batch.magic == 2 else 1
+        if last > first:
+            yield first, last
+
+    def verify(self):
+        """Check every batch, offset and index entry; see kcodec.log.verify."""
+        from .verify import verify_log
+        return verify_log(self)
+
+
+def open_logs(paths):
+    """PartitionLogs for directories, or for every partition directory below
+    a log.dirs root."""
+    logs = []
+    for path in paths:
+        path = str(path)
+        if any(SEGMENT_NAME.match(n) for n in os.listdir(path)):
+            logs.append(PartitionLog(path))
+        else:
+            logs += [PartitionLog(os.path.join(path, n)) for n in sorted(os.listdir(path))
+                     if os.path.isdir(os.path.join(path, n)) and PARTITION_DIR.match(n)]
+    return logs
+
+
+__all__ = ["PartitionLog", "parse_partition_dir", "open_logs"]

@@ -1,0 +1,182 @@
+"""One segment of a partition log: a .log file of concatenated entries and
+its .index, .timeindex and .txnindex side files.
+
+The .log is mapped read-only and slices of the map go to the compiled codec
+as they are; errors the codec raises are re-raised with the file and the
+byte position in it.
+"""
+import copy
+import mmap
+import os
+from functools import cached_property
+
+from ..errors import CorruptIndexError, KafkaFormatError
+from ..records import read_batches
+from .indexes import (
+    NO_TIMESTAMP, OffsetIndex, TimeIndex, base_offset_of, map_file, read_txn_index,
+)
+
+SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
+PAGE = mmap.PAGESIZE
+
+
+def located(exc, source, base):
+    """`exc` (a KafkaFormatError about a slice starting at byte `base` of
+    `source`) as the same error naming the file and the position in it."""
+    moved = copy.copy(exc)
+    moved.source = str(source)
+    if exc.position is not None:
+        moved.position = exc.position + base
+    moved.args = (moved._describe(),)
+    return moved
+
+
+class Segment:
+    """A segment, named by its base offset: `<20 digits>.log` and friends."""
+
+    def __init__(self, log_path):
+        self.log_path = str(log_path)
+        self.base_offset = base_offset_of(self.log_path)
+        stem = self.log_path[:-len(".log")]
+        self.index_path = stem + ".index"
+        self.time_index_path = stem + ".timeindex"
+        self.txn_index_path = stem + ".txnindex"
+        self._data = None
+
+    def __repr__(self):
+        return f"Segment({self.log_path!r})"
+
+    # ------------------------------------------------------------- files
+    @property
+    def data(self):
+        """The .log contents: a read-only mmap (b"" for an empty file)."""
+        if self._data is None:
+            self._data = map_file(self.log_path)
+        return self._data
+
+    @property
+    def size(self):
+        return len(self.data)
+
+    def release(self, start, end):
+        """Drop the pages of [start, end) from this process's resident set
+        (they stay in the page cache): long sequential reads keep RSS flat."""
+        if isinstance(self.data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+            start -= start % PAGE
+            if end > start:
+                self.data.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+    def close(self):
+        if isinstance(self._data, mmap.mmap):
+            try:
+                self._data.close()
+            except BufferError:     # slices still in use: the map goes with them
+                pass
+        self._data = None
+
+    @cached_property
+    def offset_index(self):
+        """The .index (empty when the file is missing)."""
+        if not os.path.exists(self.index_path):
+            return None
+        return OffsetIndex(self.index_path, self.base_offset, self.size)
+
+    @cached_property
+    def time_index(self):
+        if not os.path.exists(self.time_index_path):
+            return None
+        return TimeIndex(self.time_index_path, self.base_offset)
+
+    @property
+    def has_txn_index(self):
+        return os.path.exists(self.txn_index_path)
+
+    def aborted_transactions(self):
+        """The entries of the .txnindex ([] when there is none)."""
+        return read_txn_index(self.txn_index_path) if self.has_txn_index else []
+
+    # ----------------------------------------------------------- reading
+    def batches(self, position=0, end=None, *, verify_crc=True, partial="stop", **options):
+        """(file position, Batch) of the entries from `position` on; Batches
+        are read from a view of the mapped file, nothing is copied."""
+        view = memoryview(self.data)[position:end]
+        try:
+            for batch in read_batches(view, verify_crc=verify_crc, partial=partial, **options):
+                yield position + batch.position, batch
+        except KafkaFormatError as exc:
+            raise located(exc, self.log_path, position) from None
+
+    def view(self, start, end):
+        return memoryview(self.data)[start:end]
+
+    def position_for(self, offset):
+        """Where to start reading for `offset`, as the broker's
+        translateOffset: the largest index entry at or below it, then a
+        forward scan to the first batch whose last offset reaches it.
+        None when every batch of the segment ends before `offset`."""
+        entry = self.offset_index.lookup(offset) if self.offset_index is not None else None
+        start = entry.position if entry is not None else 0
+        for position, batch in self.batches(start, verify_crc=False):
+            if entry is not None and position == start and entry.position > 0 \
+                    and batch.base_offset > entry.offset:
+                raise CorruptIndexError(
+                    f"index entry for offset {entry.offset} points at position {start}, where "
+                    f"the batch starts at offset {batch.base_offset}",
+                    position=self._entry_byte(entry), source=self.index_path)
+            if batch.last_offset >= offset:
+                return position
+        return None
+
+    def _entry_byte(self, entry):
+        i = int(self.offset_index.offsets.searchsorted(entry.offset))
+        return i * OffsetIndex.entry_size
+
+    def next_offset(self):
+        """The offset after this segment's last batch (its base offset when empty)."""
+        last = None
+        start = 0
+        if self.offset_index is not None and len(self.offset_index):
+            start = int(self.offset_index.positions[-1])
+        for _, batch in self.batches(start, verify_crc=False):
+            last = batch
+        if last is None and start:
+            for _, batch in self.batches(0, verify_crc=False):
+                last = batch
+        return self.base_offset if last is None else last.last_offset + 1
+
+    def largest_timestamp(self):
+        """The segment's largest timestamp as the broker knows it: the time
+        index's last entry, raised by the batches after it; the file's
+        modification time when no batch has a timestamp."""
+        largest = NO_TIMESTAMP
+        start = 0
+        index = self.time_index
+        if index is not None and len(index):
+            largest = index.last_entry.timestamp
+            if self.offset_index is not None:
+                start = self.offset_index.lookup(index.last_entry.offset).position
+        for _, batch in self.batches(start, verify_crc=False):
+            largest = max(largest, batch.max_timestamp)
+        if largest < 0:
+            return int(os.path.getmtime(self.log_path) * 1000)
+        return largest
+
+    def find_offset_by_timestamp(self, timestamp, starting_offset=0):
+        """(offset, timestamp) of the first record at or after `timestamp`,
+        the broker's LogSegment.findOffsetByTimestamp; None if none is here."""
+        start = 0
+        if self.time_index is not None:
+            indexed = self.time_index.lookup(timestamp)
+            target = max(indexed.offset, starting_offset)
+            if self.offset_index is not None:
+                start = self.offset_index.lookup(target).position
+        for position, batch in self.batches(start):
+            if batch.max_timestamp < timestamp:
+                continue
+            try:
+                for record in batch:
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        return record.offset, record.timestamp
+            except KafkaFormatError as exc:
+                raise located(exc, self.log_path, position - batch.position) from None
+        return None

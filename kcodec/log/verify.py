@@ -1,0 +1,290 @@
+"""Checking a partition log (verify) and recovering what is intact (salvage).
+
+Both walk each segment with one scanner: entries are read in order with
+their CRCs checked and their records decoded; where that fails, the scanner
+looks for the next byte position at which an intact entry starts (plausible
+framing first, then a full read whose CRC must hold) and reports the bytes
+in between as skipped.
+"""
+import os
+from collections import namedtuple
+
+import numpy as np
+
+from ..errors import CorruptIndexError, KafkaFormatError
+from ..records import read_batches
+from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
+from .segment import Segment, located
+from .transactions import TransactionTracker
+
+INT32_MAX = (1 << 31) - 1
+DEFAULT_MAX_ENTRY_BYTES = 64 << 20
+_WINDOW = 1 << 20
+
+
+class Problem(namedtuple("Problem", "file position message end")):
+    """Something wrong at byte `position` of `file` (up to `end` for a skipped range)."""
+
+    def __new__(cls, file, position, message, end=None):
+        return super().__new__(cls, str(file), position, message, end)
+
+    def __str__(self):
+        where = f"{self.position}" if self.end is None else f"{self.position}-{self.end}"
+        return f"{self.file}:{where}: {self.message}"
+
+
+class VerifyReport:
+    """Problems found; truthy when there are none."""
+
+    def __init__(self, problems=(), checked=()):
+        self.problems = list(problems)
+        self.checked = list(checked)
+
+    def __bool__(self):
+        return not self.problems
+
+    def __iter__(self):
+        return iter(self.problems)
+
+    def __len__(self):
+        return len(self.problems)
+
+    def __str__(self):
+        if not self.problems:
+            return f"OK: {len(self.checked)} files checked"
+        return "\n".join(map(str, self.problems))
+
+    def __repr__(self):
+        return f"VerifyReport({len(self.problems)} problems, {len(self.checked)} files checked)"
+
+
+SalvagedBatch = namedtuple("SalvagedBatch", "file position batch data")
+SalvagedBatch.__doc__ = ("An intact entry: its file, byte position in it, the Batch (CRC and "
+                         "records checked) and its bytes (a view into the mapped file).")
+
+
+def _candidates(data, start, max_entry_bytes):
+    """Positions >= start where an entry could begin: magic 0..2, a size that
+    fits the file and the magic's minimum, a known codec."""
+    n = len(data)
+    while start + 17 <= n:
+        m = min(_WINDOW, n - 16 - start)
+        strided = dict(buffer=data, strides=(1,))
+        sizes = np.ndarray((m,), ">i4", offset=start + 8, **strided).astype(np.int64)
+        magic = np.ndarray((m,), "u1", offset=start + 16, **strided)
+        ends = start + np.arange(m, dtype=np.int64) + 12 + sizes
+        ok = (magic <= 2) & (sizes >= 14) & (sizes <= max_entry_bytes) & (ends <= n)
+        legacy_attrs = np.ndarray((m,), "u1", offset=start + 17, **strided)
+        ok &= (magic == 2) | ((legacy_attrs & 7) <= 3)
+        if start + 23 + m <= n:
+            v2_attrs = np.ndarray((m,), "u1", offset=start + 22, **strided)
+            ok &= (magic < 2) | ((sizes >= 49) & ((v2_attrs & 7) <= 4))
+        else:
+            ok &= magic < 2
+        for i in np.flatnonzero(ok):
+            yield start + int(i)
+        start += m
+
+
+def _checked(batch):
+    for _ in batch:
+        pass
+    return batch
+
+
+def scan(segment, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
+    """("batch", position, Batch) for each intact entry of `segment` and
+    ("skip", start, end, message) for each run of bytes that is not one."""
+    data, size, path = segment.data, segment.size, segment.log_path
+    position = 0
+    while position < size:
+        current = position
+        try:
+            for batch in read_batches(segment.view(position, None), partial="error",
+                                      max_entry_bytes=max_entry_bytes):
+                current = position + batch.position
+                yield "batch", current, _checked(batch)
+                current += batch.size
+            return
+        except KafkaFormatError as exc:
+            error = located(exc, path, position)
+            message = error.message if error.position is None else \
+                f"{error.message} (at byte {error.position})"
+        resync = None
+        for candidate in _candidates(data, current + 1, max_entry_bytes):
+            try:
+                reader = read_batches(segment.view(candidate, None), partial="error",
+                                      max_entry_bytes=max_entry_bytes)
+                _checked(next(reader))
+            except (KafkaFormatError, StopIteration):
+                continue
+            resync = candidate
+            break
+        end = size if resync is None else resync
+        yield "skip", current, end, message
+        position = end
+
+
+def _log_paths(path_or_dir):
+    path = str(path_or_dir)
+    if os.path.isdir(path):
+        return [os.path.join(path, n) for n in sorted(os.listdir(path))
+                if n.endswith(".log") and n[:-4].isdigit()]
+    return [path]
+
+
+def salvage(path_or_dir, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
+    """Every intact entry of a .log file (or of all segments of a partition
+    directory), read around corrupt regions: (list of SalvagedBatch, a
+    VerifyReport whose problems are the skipped byte ranges)."""
+    good, skipped, paths = [], [], _log_paths(path_or_dir)
+    for path in paths:
+        segment = Segment(path) if path.endswith(".log") and os.path.basename(path)[:-4].isdigit() \
+            else _AnyFile(path)
+        for event in scan(segment, max_entry_bytes):
+            if event[0] == "batch":
+                _, position, batch = event
+                good.append(SalvagedBatch(path, position, batch,
+                                          segment.view(position, position + batch.size)))
+            else:
+                _, start, end, message = event
+                skipped.append(Problem(path, start, f"skipped {end - start} bytes: {message}",
+                                       end))
+    return good, VerifyReport(skipped, paths)
+
+
+class _AnyFile(Segment):
+    """A record-set file that is not named like a segment (a copy, a capture)."""
+
+    def __init__(self, path):
+        self.log_path = str(path)
+        self.base_offset = 0
+        self._data = None
+
+
+def verify_log(log, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
+    """Check a PartitionLog: every entry intact (CRC, records), offsets
+    increasing within and across segments and within each segment's range,
+    every .index entry naming the last offset of the batch at its position,
+    every .timeindex entry naming a batch's last offset and that batch's
+    max timestamp, the .txnindex entries equal to the ABORT markers found,
+    and the checkpoint and snapshot files readable."""
+    problems, checked = [], []
+    tracker = TransactionTracker()
+    use_txn_index = any(seg.has_txn_index for seg in log.segments)
+    previous_last = None
+    for i, seg in enumerate(log.segments):
+        checked.append(seg.log_path)
+        following = log.segments[i + 1].base_offset if i + 1 < len(log.segments) else None
+        batches = {}                  # position -> (last offset, max timestamp)
+        aborted = []
+        for event in scan(seg, max_entry_bytes):
+            if event[0] == "skip":
+                _, start, end, message = event
+                problems.append(Problem(seg.log_path, start,
+                                        f"{end - start} bytes unreadable: {message}", end))
+                continue
+            _, position, batch = event
+            first = batch.base_offset
+            if previous_last is not None and first <= previous_last:
+                problems.append(Problem(seg.log_path, position,
+                                        f"offset {first} does not follow {previous_last}"))
+            if first < seg.base_offset or batch.last_offset - seg.base_offset > INT32_MAX:
+                problems.append(Problem(seg.log_path, position,
+                                        f"batch offsets {first}..{batch.last_offset} are outside "
+                                        f"the segment's range from {seg.base_offset}"))
+            if following is not None and batch.last_offset >= following:
+                problems.append(Problem(seg.log_path, position,
+                                        f"batch ends at offset {batch.last_offset}, at or past "
+                                        f"the next segment's base offset {following}"))
+            previous_last = batch.last_offset
+            batches[position] = (batch.last_offset, batch.max_timestamp)
+            completed = tracker.append(batch)
+            if completed is not None:
+                aborted.append(completed)
+        problems += _check_offset_index(seg, batches, checked)
+        problems += _check_time_index(seg, batches, checked)
+        if use_txn_index:
+            problems += _check_txn_index(seg, aborted, checked)
+    for name in sorted(os.listdir(log.directory)):
+        path = os.path.join(log.directory, name)
+        reader = {"leader-epoch-checkpoint": read_leader_epoch_checkpoint}.get(name)
+        if name.endswith(".snapshot") and name[:-9].isdigit():
+            reader = read_producer_snapshot
+        if reader is None:
+            continue
+        checked.append(path)
+        try:
+            reader(path)
+        except CorruptIndexError as exc:
+            problems.append(Problem(path, exc.position, exc.message))
+    return VerifyReport(problems, checked)
+
+
+def _load(seg, attribute, problems):
+    try:
+        return getattr(seg, attribute)
+    except CorruptIndexError as exc:
+        problems.append(Problem(exc.source, exc.position, exc.message))
+        return None
+
+
+def _check_offset_index(seg, batches, checked):
+    problems = []
+    index = _load(seg, "offset_index", problems)
+    if index is None:
+        return problems
+    checked.append(index.path)
+    for i, (offset, position) in enumerate(index):
+        at = i * index.entry_size
+        found = batches.get(position)
+        if found is None:
+            problems.append(Problem(index.path, at, f"entry (offset {offset}, position "
+                                    f"{position}) does not point at the start of a batch"))
+        elif found[0] != offset:
+            problems.append(Problem(index.path, at, f"entry (offset {offset}, position "
+                                    f"{position}): the batch there ends at offset {found[0]}"))
+    return problems
+
+
+def _check_time_index(seg, batches, checked):
+    problems = []
+    index = _load(seg, "time_index", problems)
+    if index is None:
+        return problems
+    checked.append(index.path)
+    by_last_offset = {last: max_ts for last, max_ts in batches.values()}
+    for i, (timestamp, offset) in enumerate(index):
+        at = i * index.entry_size
+        if offset not in by_last_offset:
+            problems.append(Problem(index.path, at, f"entry (timestamp {timestamp}, offset "
+                                    f"{offset}) names no batch's last offset"))
+        elif by_last_offset[offset] != timestamp:
+            problems.append(Problem(index.path, at, f"entry (timestamp {timestamp}, offset "
+                                    f"{offset}): that batch's max timestamp is "
+                                    f"{by_last_offset[offset]}"))
+    return problems
+
+
+def _check_txn_index(seg, found, checked):
+    problems = []
+    try:
+        listed = seg.aborted_transactions()
+    except CorruptIndexError as exc:
+        return [Problem(exc.source, exc.position, exc.message)]
+    if seg.has_txn_index:
+        checked.append(seg.txn_index_path)
+    key = lambda t: (t.producer_id, t.first_offset, t.last_offset)  # noqa: E731
+    expected = {key(t) for t in found}
+    for i, txn in enumerate(listed):
+        if key(txn) not in expected:
+            problems.append(Problem(seg.txn_index_path, i * 34, f"aborted transaction "
+                                    f"(producer {txn.producer_id}, offsets {txn.first_offset}.."
+                                    f"{txn.last_offset}) has no ABORT marker in the segment"))
+    present = {key(t) for t in listed}
+    for txn in found:
+        if key(txn) not in present:
+            problems.append(Problem(seg.txn_index_path, 34 * len(listed), f"ABORT marker at "
+                                    f"offset {txn.last_offset} (producer {txn.producer_id}) is "
+                                    "missing from the .txnindex"))
+    return problems

@@ -1,0 +1,158 @@
+"""Lay out batches as a broker's partition directory: segments rolled by
+size, sparse .index and .timeindex entries, a .txnindex per segment holding
+ABORT markers, and the leader-epoch-checkpoint.
+
+Every batch is appended as a producer request of its own would be, following
+the broker's LogSegment.append: before the append, if more than
+index_interval_bytes were appended since the last index entry, an .index
+entry names the append's last offset and the position where it starts, and
+a .timeindex entry the largest timestamp so far (with the last offset of the
+batch holding it) when that timestamp grew. A segment rolls when the append
+would take it past segment_bytes; a rolled (or finally closed) segment gets
+a last .timeindex entry for its largest timestamp, as on a clean shutdown.
+"""
+import os
+import struct
+
+import numpy as np
+
+from ..records import encode, read_batches
+from .indexes import NO_TIMESTAMP, OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, write_leader_epoch_checkpoint
+from .transactions import TransactionTracker
+
+INT32_MAX = (1 << 31) - 1
+
+
+def _is_table(obj):
+    return hasattr(obj, "column_names") and hasattr(obj, "num_rows")
+
+
+def _is_buffer(obj):
+    try:
+        memoryview(obj)
+    except TypeError:
+        return False
+    return True
+
+
+class _SegmentWriter:
+    def __init__(self, directory, base_offset):
+        self.stem = os.path.join(directory, f"{base_offset:020d}")
+        self.base_offset = base_offset
+        self.log = open(self.stem + ".log", "wb")
+        self.size = 0
+        self.bytes_since_index_entry = 0
+        self.index = []
+        self.time_index = []
+        self.aborted = []
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+
+    def append(self, entry, batch, index_interval_bytes):
+        position = self.size
+        self.log.write(entry)
+        self.size += len(entry)
+        if batch.max_timestamp > self.max_timestamp:
+            self.max_timestamp = batch.max_timestamp
+            self.offset_of_max_timestamp = batch.last_offset
+        if self.bytes_since_index_entry > index_interval_bytes:
+            self.index.append((batch.last_offset - self.base_offset, position))
+            self._maybe_time_entry()
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += len(entry)
+
+    def _maybe_time_entry(self):
+        last = self.time_index[-1][0] if self.time_index else NO_TIMESTAMP
+        if self.max_timestamp > last:
+            self.time_index.append((self.max_timestamp,
+                                    self.offset_of_max_timestamp - self.base_offset))
+
+    def close(self):
+        self._maybe_time_entry()
+        self.log.close()
+        np.array(self.index, OFFSET_ENTRY).tofile(self.stem + ".index")
+        np.array(self.time_index, TIME_ENTRY).tofile(self.stem + ".timeindex")
+        if self.aborted:
+            rows = [(0,) + tuple(t) for t in self.aborted]
+            np.array(rows, TXN_ENTRY).tofile(self.stem + ".txnindex")
+        return self.stem + ".log"
+
+
+def _entries(source, next_offset, encode_options):
+    """(bytes of one entry, Batch) for every entry of `source`."""
+    if _is_table(source):
+        source = encode(source, base_offset=next_offset(), **encode_options)
+    view = memoryview(source)
+    for batch in read_batches(view):
+        yield view[batch.position:batch.position + batch.size], batch
+
+
+def _sources(batches_or_table):
+    if _is_table(batches_or_table) or _is_buffer(batches_or_table):
+        return [batches_or_table]
+    return batches_or_table
+
+
+def _first_offset(batch):
+    if batch.magic == 2 or batch.compression == "none":
+        return batch.base_offset
+    for record in batch:
+        return record.offset
+    return batch.last_offset
+
+
+def write_log(directory, batches_or_table, segment_bytes=1 << 30, index_interval_bytes=4096,
+              **encode_options):
+    """Write a partition directory from record sets (bytes-like, or an
+    iterable of them) or pyarrow.Tables (encoded with kcodec.encode and
+    `encode_options`, e.g. compression="zstd"), and return the paths of the
+    .log files written.
+
+    Offsets are kept when they increase; a v2 batch whose base offset is
+    below the log end offset gets the next offset, as a broker assigns it
+    (its CRC does not cover the offset). Legacy entries must already be in
+    order."""
+    if not 14 <= segment_bytes <= INT32_MAX:
+        raise ValueError(f"segment_bytes must be within 14..{INT32_MAX}")
+    if index_interval_bytes < 0:
+        raise ValueError("index_interval_bytes must not be negative")
+    os.makedirs(directory, exist_ok=True)
+    if any(name.endswith(".log") for name in os.listdir(directory)):
+        raise FileExistsError(f"{directory} already holds segments")
+    written, epochs = [], []
+    tracker = TransactionTracker()
+    segment = None
+    end = 0
+
+    for source in _sources(batches_or_table):
+        for entry, batch in _entries(source, lambda: end, encode_options):
+            first = _first_offset(batch)
+            if first < end:
+                if batch.magic != 2:
+                    raise ValueError(f"legacy entry at offset {first} is below the log end "
+                                     f"offset {end}: offsets must increase")
+                entry = bytearray(entry)
+                struct.pack_into(">q", entry, 0, end)
+                batch = next(iter(read_batches(entry)))
+                first = end
+            if segment is not None and segment.size and (
+                    segment.size + len(entry) > segment_bytes
+                    or batch.last_offset - segment.base_offset > INT32_MAX):
+                written.append(segment.close())
+                segment = None
+            if segment is None:
+                segment = _SegmentWriter(directory, first)
+            segment.append(entry, batch, index_interval_bytes)
+            completed = tracker.append(batch)
+            if completed is not None:
+                segment.aborted.append(completed)
+            epoch = batch.partition_leader_epoch
+            if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
+                epochs.append((epoch, first))
+            end = batch.last_offset + 1
+    if segment is None:
+        segment = _SegmentWriter(directory, end)
+    written.append(segment.close())
+    if epochs:
+        write_leader_epoch_checkpoint(os.path.join(directory, "leader-epoch-checkpoint"), epochs)
+    return written
