@@ -128,18 +128,14 @@ class PartitionLog:
                 end_offset = found if end_offset is None else min(end_offset, found)
         return start_offset, end_offset
 
-    def _aborted_for(self, isolation, start_offset):
-        if _check_isolation(isolation) != "read_committed":
-            return None
-        return fetch_aborted(self.aborted_transactions(), start_offset or 0)
-
     def read_batches(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted"):
         """The batches holding offsets in [start_offset, end_offset), in log
         order, headers only (nothing decompressed until iterated). A Batch's
         `position` is relative to where the read started in its segment."""
-        aborted = self._aborted_for(isolation, start_offset)
         batches = self._batches(start_offset, end_offset)
-        return batches if aborted is None else committed(batches, aborted)
+        if _check_isolation(isolation) != "read_committed":
+            return batches
+        return committed(batches, fetch_aborted(self.aborted_transactions(), start_offset or 0))
 
     def _batches(self, start_offset, end_offset):
         for seg, position in self._ranges(start_offset, end_offset):
@@ -214,46 +210,52 @@ class PartitionLog:
                                                  end_timestamp)
         if start_offset is not None and end_offset is not None and start_offset >= end_offset:
             return
-        aborted = self._aborted_for(isolation, start_offset)
+        committed_only = _check_isolation(isolation) == "read_committed"
+        aborted = self.aborted_transactions() if committed_only else None
         expansion = _FIRST_EXPANSION
         for seg, position in self._ranges(start_offset, end_offset):
-            chunks = [(position, None)] if max_bytes is None else \
-                self._chunks(seg, position, end_offset, max_rows, lambda: max_bytes / expansion)
-            for first, last in chunks:
+            if max_bytes is None:
+                chunks = self._chunks(seg, position, end_offset, None, lambda: float("inf"))
+            else:
+                chunks = self._chunks(seg, position, end_offset, max_rows,
+                                      lambda: max_bytes / expansion)
+            for first, last, first_offset in chunks:
                 view = seg.view(first, last)
                 try:
                     table = decode_record_set(
-                        view, isolation=isolation, aborted=aborted, topic=self.topic,
-                        partition=self.partition, batch_columns=batch_columns,
-                        start_offset=start_offset, end_offset=end_offset,
-                        verify_crc=self.verify_crc,
+                        view, isolation=isolation, topic=self.topic, partition=self.partition,
+                        aborted=None if aborted is None else fetch_aborted(aborted, first_offset),
+                        batch_columns=batch_columns, start_offset=start_offset,
+                        end_offset=end_offset, verify_crc=self.verify_crc,
                         max_decompressed_bytes=self.max_decompressed_bytes)
                 except KafkaFormatError as exc:
                     raise located(exc, seg.log_path, first) from None
                 finally:
                     view.release()
                 if max_bytes is not None:
-                    read = (last if last is not None else seg.size) - first
-                    if read > 0 and table.num_rows:
-                        expansion = max(table.nbytes / read, 0.5)
-                    seg.release(first, first + read)
+                    if table.num_rows:
+                        expansion = max(table.nbytes / (last - first), 0.5)
+                    seg.release(first, last)
                 yield table
 
     def _chunks(self, seg, position, end_offset, max_rows, input_budget):
-        """[first, last) byte ranges of whole batches from `position`, each
-        about input_budget() bytes and max_rows offsets."""
+        """(first, last, first offset): byte ranges of whole batches from
+        `position`, each about input_budget() bytes and max_rows offsets."""
         first = last = position
-        rows = 0
+        first_offset = rows = 0
         for at, batch in seg.batches(position, verify_crc=False):
             if end_offset is not None and _starts_at_or_after(batch, end_offset):
                 break
-            if last > first and (last - first + batch.size > input_budget() or rows >= max_rows):
-                yield first, last
+            if last > first and (last - first + batch.size > input_budget()
+                                 or (max_rows is not None and rows >= max_rows)):
+                yield first, last, first_offset
                 first, rows = last, 0
+            if first == at:
+                first_offset = batch.base_offset
             last = at + batch.size
             rows += batch.last_offset - batch.base_offset + 1 if batch.magic == 2 else 1
         if last > first:
-            yield first, last
+            yield first, last, first_offset
 
     def verify(self):
         """Check every batch, offset and index entry; see kcodec.log.verify."""

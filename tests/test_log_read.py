@@ -1,0 +1,367 @@
+"""PartitionLog on logs written by write_log: layout, seeks, decode,
+iter_decode, offset_for_timestamp and read_committed, all checked against
+what was appended."""
+import os
+import shutil
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import kcodec
+from kcodec.log import PartitionLog, Segment, parse_partition_dir, write_log
+from log_helpers import (
+    entry_bounds, scripted_history, table_rows, view, write_history,
+)
+
+SEGMENT_BYTES = 6000
+INTERVAL = 1024
+
+
+@pytest.fixture(scope="module")
+def history():
+    return scripted_history(seed=1)
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory, history):
+    directory = tmp_path_factory.mktemp("logs") / "orders-eu-west-12"
+    return str(write_history(str(directory), history, SEGMENT_BYTES, INTERVAL))
+
+
+@pytest.fixture
+def log(log_dir):
+    return PartitionLog(log_dir)
+
+
+def files(directory, suffix):
+    return sorted(n for n in os.listdir(directory) if n.endswith(suffix))
+
+
+# ----------------------------------------------------------------- layout
+
+def test_topic_and_partition_from_the_directory_name(log):
+    assert (log.topic, log.partition) == ("orders-eu-west-12"[:-3], 12)
+    assert parse_partition_dir("/x/__consumer_offsets-49") == ("__consumer_offsets", 49)
+    assert parse_partition_dir("a-b-c-0.0123456789abcdef0123456789abcdef-delete") == ("a-b-c", 0)
+    with pytest.raises(ValueError):
+        parse_partition_dir("/x/no_partition")
+
+
+def expected_layout(history, segment_bytes, interval):
+    """The broker's append rules replayed over the appended batches' sizes:
+    (base offset, [(relative offset, position)], [(timestamp, relative offset)])."""
+    segments = []
+    for a in history.appends:
+        size = len(a.data)
+        max_ts = max([r[1] for r in a.records], default=None)
+        if a.kind in ("COMMIT", "ABORT"):
+            max_ts = struct.unpack_from(">q", a.data, 35)[0]
+        seg = segments[-1] if segments else None
+        if seg is None or (seg["size"] and seg["size"] + size > segment_bytes):
+            if seg is not None:
+                close_time_index(seg)
+            seg = dict(base=a.base_offset, size=0, since=0, index=[], time=[], max_ts=-1,
+                       max_at=a.base_offset)
+            segments.append(seg)
+        if max_ts > seg["max_ts"]:
+            seg["max_ts"], seg["max_at"] = max_ts, a.last_offset
+        if seg["since"] > interval:
+            seg["index"].append((a.last_offset - seg["base"], seg["size"]))
+            close_time_index(seg)
+            seg["since"] = 0
+        seg["since"] += size
+        seg["size"] += size
+    close_time_index(segments[-1])
+    return [(s["base"], s["index"], s["time"]) for s in segments]
+
+
+def close_time_index(seg):
+    if seg["max_ts"] > (seg["time"][-1][0] if seg["time"] else -1):
+        seg["time"].append((seg["max_ts"], seg["max_at"] - seg["base"]))
+
+
+def test_write_log_lays_out_segments_and_indexes_like_a_broker(log_dir, history):
+    layout = expected_layout(history, SEGMENT_BYTES, INTERVAL)
+    assert len(layout) >= 4
+    assert files(log_dir, ".log") == [f"{base:020d}.log" for base, _, _ in layout]
+    for base, index, time_index in layout:
+        stem = os.path.join(log_dir, f"{base:020d}")
+        raw = open(stem + ".index", "rb").read()
+        assert [struct.unpack_from(">ii", raw, i) for i in range(0, len(raw), 8)] == index
+        raw = open(stem + ".timeindex", "rb").read()
+        assert [struct.unpack_from(">qi", raw, i) for i in range(0, len(raw), 12)] == time_index
+    # the segments hold the appended bytes, in order
+    joined = b"".join(open(os.path.join(log_dir, n), "rb").read() for n in files(log_dir, ".log"))
+    assert joined == history.record_set()
+
+
+def test_txnindex_lists_aborted_transactions_where_their_markers_are(log_dir, history, log):
+    expected = history.aborted_entries()
+    assert expected
+    listed = []
+    for seg in log.segments:
+        if os.path.exists(seg.txn_index_path):
+            raw = open(seg.txn_index_path, "rb").read()
+            assert len(raw) % 34 == 0
+            for i in range(0, len(raw), 34):
+                version, pid, first, last, lso = struct.unpack_from(">hqqqq", raw, i)
+                assert version == 0 and first <= last
+                assert seg.base_offset <= last  # the marker lies in this segment
+                listed.append((pid, first, last))
+    assert listed == expected
+    assert [(t.producer_id, t.first_offset, t.last_offset)
+            for t in log.aborted_transactions()] == expected
+
+
+def test_start_and_end_offsets(log, history):
+    assert log.start_offset == 0
+    assert log.end_offset == history.end_offset
+
+
+def test_files_being_deleted_cleaned_or_swapped_are_not_live(tmp_path, log_dir, history):
+    copy = tmp_path / "t-0"
+    shutil.copytree(log_dir, copy)
+    garbage = b"\xff" * 100
+    for name in ("00000000000099999999.log.deleted", "00000000000099999998.log.cleaned",
+                 "00000000000099999997.log.swap", "00000000000099999997.index.swap"):
+        (copy / name).write_bytes(garbage)
+    log = PartitionLog(copy)
+    assert [s.base_offset for s in log.segments] == [s.base_offset for s in
+                                                    PartitionLog(log_dir).segments]
+    assert view(log.read_records()) == history.data_records()
+
+
+# ---------------------------------------------------------------- reading
+
+def test_read_records_everything(log, history):
+    assert view(log.read_records()) == history.data_records()
+
+
+@pytest.mark.parametrize("start,end", [(0, None), (1, 2), (37, 411), (250, None), (None, 5),
+                                       (10**9, None), (500, 500)])
+def test_read_and_decode_offset_ranges(log, history, start, end):
+    lo = start or 0
+    hi = end if end is not None else float("inf")
+    expected = [r for r in history.data_records() if lo <= r[0] < hi]
+    assert view(log.read_records(start, end)) == expected
+    table = log.decode(start_offset=start, end_offset=end)
+    assert table_rows(table) == expected
+    assert set(table.column("topic").to_pylist()) <= {log.topic}
+    assert set(table.column("partition").to_pylist()) <= {log.partition}
+
+
+def test_decode_schema_and_columns(log):
+    table = log.decode(0, 10)
+    assert table.schema == kcodec.arrow.schema(topic=True, partition=True)
+    assert log.decode(0, 10, columns=["offset", "value"]).column_names == ["offset", "value"]
+    empty = log.decode(10**9)
+    assert empty.num_rows == 0 and empty.schema == table.schema
+
+
+def test_seek_uses_the_index_then_scans(log, history):
+    """Every offset seeks to the batch holding it, and the index is consulted:
+    the scan starts at the largest entry at or below the target."""
+    bounds = [(seg, entry_bounds(bytes(seg.data))) for seg in log.segments]
+    for seg, entries in bounds:
+        for start, _end, base, last in entries:
+            for target in (base, last):
+                assert seg.position_for(target) == start
+            entry = seg.offset_index.lookup(last)
+            assert entry.offset <= last and entry.position <= start
+        assert seg.position_for(entries[-1][3] + 1) is None
+
+
+def test_iter_decode_is_decode_in_bounded_batches(log):
+    whole = log.decode()
+    batches = list(log.iter_decode(max_rows=100, max_bytes=4096))
+    assert all(isinstance(b, pa.RecordBatch) for b in batches)
+    assert all(b.num_rows <= 100 for b in batches)
+    assert len(batches) > whole.num_rows // 100
+    assert pa.Table.from_batches(batches).equals(whole)
+    ranged = pa.Table.from_batches(list(log.iter_decode(40, 300, max_rows=7, max_bytes=1000)))
+    assert ranged.equals(log.decode(40, 300))
+
+
+def test_iter_decode_read_committed_with_columns(log, history):
+    rows = [b.to_pydict()["offset"] for b in log.iter_decode(
+        isolation="read_committed", columns=["offset"], max_rows=13, max_bytes=2000)]
+    assert [o for chunk in rows for o in chunk] == \
+        [r[0] for r in history.data_records(committed_only=True)]
+
+
+def test_iter_decode_rejects_non_positive_limits(log):
+    with pytest.raises(ValueError):
+        next(log.iter_decode(max_rows=0))
+
+
+# ------------------------------------------------------------- timestamps
+
+def list_offsets(log, history, target):
+    """ListOffsets by its definition, from the appended records grouped by segment."""
+    bases = [s.base_offset for s in log.segments] + [float("inf")]
+    for lo, hi in zip(bases, bases[1:]):
+        appends = [a for a in history.appends if lo <= a.base_offset < hi]
+        stamps = [r[1] for a in appends for r in a.records] + [
+            struct.unpack_from(">q", a.data, 35)[0] for a in appends if not a.records]
+        if max(stamps, default=-1) < target:
+            continue
+        for a in appends:
+            for r in a.records:
+                if r[1] >= target:
+                    batch_max = max(x[1] for x in a.records)
+                    assert batch_max >= target
+                    return r[0]
+        return None
+    return None
+
+
+def test_offset_for_timestamp_answers_like_list_offsets(log, history):
+    stamps = sorted({r[1] for r in history.data_records()})
+    probes = [stamps[0] - 1, stamps[0], stamps[-1], stamps[-1] + 1] + stamps[::37]
+    probes += [s + 1 for s in stamps[::41]]
+    for target in probes:
+        assert log.offset_for_timestamp(target) == list_offsets(log, history, target), target
+    assert log.offset_for_timestamp(-1) == history.end_offset
+    assert log.offset_for_timestamp(-2) == 0
+
+
+def test_decode_by_timestamps(log, history):
+    stamps = sorted({r[1] for r in history.data_records()})
+    t0, t1 = stamps[len(stamps) // 4], stamps[len(stamps) // 2]
+    lo, hi = log.offset_for_timestamp(t0), log.offset_for_timestamp(t1)
+    expected = [r for r in history.data_records() if lo <= r[0] < hi]
+    assert table_rows(log.decode(start_timestamp=t0, end_timestamp=t1)) == expected
+    assert log.decode(start_timestamp=stamps[-1] + 10**6).num_rows == 0
+
+
+# ---------------------------------------------------------- read_committed
+
+def test_read_committed_drops_aborted_transactions(log, history):
+    expected = history.data_records(committed_only=True)
+    assert len(expected) < len(history.data_records())
+    assert view(log.read_records(isolation="read_committed")) == expected
+    assert table_rows(log.decode(isolation="read_committed")) == expected
+
+
+def test_read_committed_without_txnindex_rebuilds_from_markers(tmp_path, log_dir, history):
+    copy = tmp_path / "t-1"
+    shutil.copytree(log_dir, copy)
+    for name in files(copy, ".txnindex"):
+        os.remove(copy / name)
+    log = PartitionLog(copy)
+    assert [(t.producer_id, t.first_offset, t.last_offset)
+            for t in log.aborted_transactions()] == history.aborted_entries()
+    assert view(log.read_records(isolation="read_committed")) == \
+        history.data_records(committed_only=True)
+
+
+def test_read_committed_from_every_batch_start(log, history):
+    """Starting after an aborted transaction's marker must not drop the same
+    producer's later committed transactions (and vice versa)."""
+    expected = history.data_records(committed_only=True)
+    for a in history.appends:
+        want = [r for r in expected if r[0] >= a.base_offset]
+        got = log.decode(start_offset=a.base_offset, isolation="read_committed")
+        assert table_rows(got) == want, a.base_offset
+
+
+def test_read_committed_equals_kafka_python_consumer_filter(log, history):
+    """kafka-python's fetcher drops aborted batches with the same algorithm;
+    here its record reader supplies the records and our aborted list the
+    Fetch response's aborted transactions."""
+    from kafka.record import MemoryRecords
+    raw = history.record_set()
+    aborted = sorted((pid, first) for pid, first, _ in history.aborted_entries())
+    records, open_aborts, pending = [], set(), list(aborted)
+    mr = MemoryRecords(raw)
+    while mr.has_next():
+        batch = mr.next_batch()
+        last = batch.base_offset + batch.last_offset_delta
+        while pending and pending[0][1] <= last:
+            open_aborts.add(pending.pop(0)[0])
+        if batch.is_control_batch:
+            if list(batch)[0].type == 0:
+                open_aborts.discard(batch.producer_id)
+            continue
+        if batch.is_transactional and batch.producer_id in open_aborts:
+            continue
+        records += [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in batch]
+    assert view(PartitionLog(os.path.dirname(log.segments[0].log_path))
+                .read_records(isolation="read_committed")) == records
+
+
+def test_isolation_is_checked(log):
+    with pytest.raises(ValueError):
+        log.decode(isolation="read_most")
+
+
+# ------------------------------------------------------------- write_log
+
+def test_write_log_from_tables_assigns_offsets(tmp_path):
+    rows = [(b"k%d" % i, b"v%d" % i, 1_000 + i, []) for i in range(3000)]
+    table = kcodec.decode(kcodec.encode(rows))
+    paths = write_log(tmp_path / "t-3", [table, table.slice(0, 100)], segment_bytes=4000,
+                      compression="lz4", max_batch_bytes=3000)
+    assert len(paths) > 3
+    log = PartitionLog(tmp_path / "t-3")
+    got = log.decode()
+    assert got.column("offset").to_pylist() == list(range(3100))
+    assert got.column("value").to_pylist() == [r[1] for r in rows] + [r[1] for r in rows[:100]]
+    assert {b.compression for b in log.read_batches()} == {"lz4"}
+
+
+def test_write_log_moves_v2_batches_to_the_log_end_but_keeps_gaps(tmp_path):
+    first = kcodec.encode([(None, b"a")] * 3)                    # offsets 0..2
+    again = kcodec.encode([(None, b"b")] * 2)                    # also at 0: moved to 3
+    later = kcodec.encode([(None, b"c")], base_offset=100)      # a gap is kept
+    write_log(tmp_path / "t-4", [first, again, later])
+    log = PartitionLog(tmp_path / "t-4")
+    assert [r.offset for r in log.read_records()] == [0, 1, 2, 3, 4, 100]
+    assert all(b.crc_valid for b in log.read_batches())
+    assert log.end_offset == 101
+    legacy = kcodec.encode([(None, b"x")], magic=1)
+    with pytest.raises(ValueError):
+        write_log(tmp_path / "t-5", [first, legacy])
+
+
+def test_write_log_refuses_a_directory_with_segments(tmp_path, log_dir):
+    with pytest.raises(FileExistsError):
+        write_log(log_dir, b"")
+
+
+def test_empty_log(tmp_path):
+    write_log(tmp_path / "e-0", [])
+    log = PartitionLog(tmp_path / "e-0")
+    assert (log.start_offset, log.end_offset) == (0, 0)
+    assert log.decode().num_rows == 0
+    assert list(log.iter_decode()) == []
+    assert log.offset_for_timestamp(0) is None
+    assert log.verify()
+
+
+def test_leader_epoch_checkpoint_written_from_batches(tmp_path):
+    data = b"".join(kcodec.encode([(None, b"x")] * n, base_offset=o, partition_leader_epoch=e)
+                    for o, n, e in ((0, 3, 0), (3, 2, 0), (5, 4, 2), (9, 1, 5)))
+    write_log(tmp_path / "t-6", data)
+    text = (tmp_path / "t-6" / "leader-epoch-checkpoint").read_text()
+    assert text.split("\n") == ["0", "3", "0 0", "2 5", "5 9", ""]
+    assert PartitionLog(tmp_path / "t-6").leader_epochs() == [(0, 0), (2, 5), (5, 9)]
+
+
+def test_segment_reads_are_zero_copy(log):
+    seg = log.segments[0]
+    base = np.frombuffer(seg.data, np.uint8).ctypes.data
+    batch = next(iter(seg.batches()))[1]
+    first = next(iter(batch))
+    value = first.value_view
+    if value is not None and batch.compression == "none":
+        address = np.frombuffer(value, np.uint8).ctypes.data
+        assert base <= address < base + seg.size
+
+
+def test_segment_repr_and_names(log):
+    seg = log.segments[1]
+    assert isinstance(seg, Segment) and repr(seg).startswith("Segment(")
+    assert seg.index_path.endswith(f"{seg.base_offset:020d}.index")
