@@ -5,9 +5,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._core.columns import HEADER_TYPE, decode_columns
+from ._core.columns import HEADER_TYPE, decode_columns, decode_record_set
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from .records import consumer_batches
+from .records import _check_isolation, consumer_batches, overlaps, read_batches
 
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 BATCH_FIELDS = [
@@ -44,10 +44,18 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
     change while it is in use. start_offset (inclusive) and end_offset
     (exclusive) bound the offsets returned; batches wholly outside them are
     not decompressed."""
-    batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
-                               verify_crc=verify_crc, partial=partial,
-                               max_decompressed_bytes=max_decompressed_bytes)
-    columns = decode_columns(batches, include_control, batch_columns, views)
+    options = dict(verify_crc=verify_crc, partial=partial,
+                   max_decompressed_bytes=max_decompressed_bytes)
+    if _check_isolation(isolation) == "read_uncommitted":
+        keep = None
+        if start_offset is not None or end_offset is not None:
+            keep = lambda batch: overlaps(batch, start_offset, end_offset)  # noqa: E731
+        columns = decode_record_set(read_batches(data, **options), keep, include_control,
+                                    batch_columns, views, start_offset, end_offset)
+    else:
+        batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
+                                   **options)
+        columns = decode_columns(batches, include_control, batch_columns, views)
     rows = len(columns["offset"])
     if topic is not None:
         columns["topic"] = pa.DictionaryArray.from_arrays(

@@ -55,14 +55,17 @@ def consumer_batches(data, isolation, aborted, start_offset=None, end_offset=Non
 
 
 def _overlapping(batches, start, end):
-    for batch in batches:
-        last = batch.last_offset
-        # A compressed v0/v1 wrapper's first offset is known only inside it.
-        first = None if batch.magic < 2 and batch.compression != "none" else batch.base_offset
-        if first is None and last == 0:
-            yield batch                    # produce-style wrapper: inner offsets only
-        elif (start is None or last >= start) and (end is None or first is None or first < end):
-            yield batch
+    return (batch for batch in batches if overlaps(batch, start, end))
+
+
+def overlaps(batch, start, end):
+    """Whether a batch may hold offsets in [start, end) (None: unbounded)."""
+    last = batch.last_offset
+    # A compressed v0/v1 wrapper's first offset is known only inside it.
+    first = None if batch.magic < 2 and batch.compression != "none" else batch.base_offset
+    if first is None and last == 0:
+        return True                        # produce-style wrapper: inner offsets only
+    return (start is None or last >= start) and (end is None or first is None or first < end)
 
 
 def _check_isolation(isolation):

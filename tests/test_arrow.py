@@ -7,27 +7,7 @@ from hypothesis import given, settings, strategies as st
 import kcodec
 from kcodec.arrow import schema
 
-TS_TYPES = {"NoTimestampType": -1, "CreateTime": 0, "LogAppendTime": 1}
-
-
-def rows_of_table(table):
-    cols = {name: table.column(name).to_pylist() for name in table.column_names}
-    cols["timestamp"] = table.column("timestamp").cast(pa.int64()).to_pylist()
-    cols["headers"] = [None if h is None else tuple((x["key"], x["value"]) for x in h)
-                       for h in cols["headers"]]
-    return [dict(zip(cols, row)) for row in zip(*cols.values())]
-
-
-def rows_of_records(data, **options):
-    rows = []
-    for record in kcodec.read_records(data, **options):
-        row = {"key": record.key, "value": record.value, "offset": record.offset,
-               "timestamp": None if record.magic == 0 else record.timestamp,
-               "timestampType": TS_TYPES[record.timestamp_type],
-               "headers": record.headers or None}
-        rows.append(row)
-    return rows
-
+from arrow_rows import rows_of_records, rows_of_table
 
 def assert_same_rows(data, **options):
     table = kcodec.decode(data, **options)

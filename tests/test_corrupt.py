@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import kcodec
 from kcodec import CorruptRecordError, CrcMismatchError, KafkaFormatError
 
+from arrow_rows import rows_of_records, rows_of_table
 from kafka_bytes import (
     INT32_MAX, INT32_MIN, XERIAL_MAGIC, compress, decompress, entries, fix_crc, i32,
     legacy_fields, parse_v2_records, read_varint, with_legacy_value, with_v2_section,
@@ -132,6 +133,24 @@ def decode_all(data, **kw):
     return out
 
 
+ROW_FIELDS = ("key", "value", "offset", "timestamp", "timestampType", "headers")
+
+
+def decode_agrees(data, **kw):
+    """kcodec.decode (which parses runs of plain batches in a compiled scan of its
+    own) raises what read_records raises, for the same entry, or gives its rows."""
+    try:
+        expected = rows_of_records(data, **kw)
+    except KafkaFormatError as exc:
+        with pytest.raises(KafkaFormatError) as info:
+            kcodec.decode(data, **kw)
+        got = info.value
+        assert (type(got), got.position, got.offset) == (type(exc), exc.position, exc.offset)
+        return
+    table = kcodec.decode(data, **kw)
+    assert [{k: r[k] for k in ROW_FIELDS} for r in rows_of_table(table)] == expected
+
+
 def content(records):
     """What a bit outside the CRC's coverage may not change: key, value, headers,
     timestamp, control (offsets and sequences may shift with a baseOffset flip)."""
@@ -171,6 +190,7 @@ def bounded(outcomes, what, data, **kw):
     result = outcomes.run(what, decode_all, data, max_decompressed_bytes=LIMIT, **kw)
     peak = tracemalloc.get_traced_memory()[1] - before
     assert peak < MEMORY_BOUND + 4 * len(data), f"{what}: peak {peak} bytes"
+    outcomes.run(what, decode_agrees, data, max_decompressed_bytes=LIMIT, **kw)
     return result
 
 
@@ -207,6 +227,7 @@ def test_truncation_at_every_byte_yields_the_complete_entries(name):
         complete = sum(c for (s, e), c in zip(bounds, counts) if e <= n)
         got = decode_all(data[:n])
         assert got == full[:complete], n
+        decode_agrees(data[:n])
         records = [touch_record(r) for r in kcodec.read_records(data[:n])]
         assert records == [r for r in full[:complete] if r[7] is None], n
 
@@ -225,6 +246,7 @@ def test_truncation_with_partial_error_raises_for_every_cut_entry(name):
             decode_all(data[:n], partial="error")
         cut = next(s for s, e in bounds if s <= n < e)
         assert info.value.position == cut, n
+        decode_agrees(data[:n], partial="error")
 
 
 # ----------------------------------------------------- (b) flips, CRC checked
@@ -262,6 +284,7 @@ def test_every_bit_flip_with_crc_verification(name):
             flipped[pos] ^= 1 << bit
             what = f"{name} byte {pos} ({field}) bit {bit}"
             got = outcomes.run(what, decode_all, bytes(flipped))
+            outcomes.run(what, decode_agrees, bytes(flipped))
             if isinstance(got, Exception):
                 continue
             assert not covered, f"{what}: a corrupted checksummed byte decoded silently"
@@ -455,6 +478,9 @@ FUZZ = settings(max_examples=int(os.environ.get("KCODEC_FUZZ_EXAMPLES", 250)), d
 
 
 def decode_every_way(data, verify_crc, partial):
+    for include_control in (False, True):
+        decode_agrees(data, verify_crc=verify_crc, partial=partial, include_control=include_control,
+                      max_decompressed_bytes=LIMIT)
     decode_all(data, verify_crc=verify_crc, partial=partial, max_decompressed_bytes=LIMIT)
     for isolation in ("read_uncommitted", "read_committed"):
         for r in kcodec.read_records(data, verify_crc=verify_crc, partial=partial,

@@ -19,9 +19,9 @@ from kcodec import compression as _compression
 cdef object _compress = _compression.compress
 cdef tuple NO_HEADERS = ()
 
+from kcodec._core.records cimport LOG_OVERHEAD, V2_HEADER
+
 cdef enum:
-    LOG_OVERHEAD = 12
-    V2_HEADER = 61
     LEGACY_V0_OVERHEAD = 14      # crc, magic, attributes, key length, value length
     LEGACY_V1_OVERHEAD = 22      # ... plus the timestamp
 

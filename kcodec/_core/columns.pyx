@@ -10,12 +10,16 @@
 #   [int32 length][12 bytes inline]                                  length <= 12
 #   [int32 length][4-byte prefix][int32 buffer index][int32 offset]  otherwise
 # whose data buffers are the input and the decompressed buffers themselves.
-from libc.stdint cimport uint8_t, int8_t, int16_t, int32_t, int64_t
-from libc.stdlib cimport malloc, free
+cimport cython
+from libc.stdint cimport uint8_t, uint64_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
+from libc.stdlib cimport realloc, free
 from libc.string cimport memcpy, memset
 
-from kcodec._core.wire cimport read_blob
-from kcodec._core.records cimport Batch, Slot, Slots, Source
+from kcodec._core.wire cimport FaultInfo, load_u16, read_blob
+from kcodec._core.records cimport (
+    Batch, BatchReader, Slot, Slots, Source, V2Header, ENTRY_OK, LOG_OVERHEAD, V2_HEADER,
+    NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_records, read_v2_header,
+)
 
 import numpy as np
 import pyarrow as pa
@@ -23,14 +27,14 @@ import pyarrow as pa
 from kcodec.errors import CorruptRecordError
 
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
-cdef enum:
-    LOG_OVERHEAD = 12            # an entry's offset and size, before its bytes
 
 
 cdef struct Block:            # one parsed batch, as the nogil pass needs it
     const uint8_t* base
     Slot* items
     Py_ssize_t count
+    Py_ssize_t first_slot      # where its slots are in the collector's arena; -1: in a Slots
+    Py_ssize_t start, end      # the records' bytes in their source (views)
     int64_t producer_id
     int16_t producer_epoch
     int32_t leader_epoch
@@ -253,56 +257,123 @@ cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict cu
     b.buffer = index
 
 
-def decode_columns(batches, bint include_control=False, bint batch_columns=False,
-                   bint views=False):
-    """Decode every record of `batches` (kcodec Batch objects) into a dict of
-    Arrow arrays named as decode()'s schema. With `views`, key and value are
-    binary_view arrays pointing into the input and decompressed buffers, which
-    they keep alive."""
-    cdef list kept = []
-    cdef list buffers = []
-    cdef dict current = {}
-    cdef Batch batch
-    cdef Slots slots
-    cdef Py_ssize_t n_blocks, k
+@cython.final
+cdef class Collector:
+    """The parsed batches of one decode, as Blocks: batches read as Batch objects
+    keep their slots in a Slots object; uncompressed v2 batches parsed by
+    scan_plain keep theirs in one arena."""
     cdef Block* blocks
-    cdef Totals t
-    cdef Out o
-    for batch in batches:
+    cdef Py_ssize_t n_blocks, blocks_capacity
+    cdef Slot* arena
+    cdef Py_ssize_t arena_used, arena_capacity
+    cdef list keep_alive
+    cdef bint include_control, views
+    cdef list buffers
+    cdef dict current
+
+    def __cinit__(self, bint include_control, bint views):
+        self.include_control = include_control
+        self.views = views
+        self.keep_alive = []
+        self.buffers = []
+        self.current = {}
+
+    def __dealloc__(self):
+        free(self.blocks)
+        free(self.arena)
+
+    cdef Block* new_block(self) noexcept nogil:
+        cdef Py_ssize_t capacity
+        cdef Block* grown
+        if self.n_blocks == self.blocks_capacity:
+            capacity = max(16, 2 * self.blocks_capacity)
+            grown = <Block*>realloc(self.blocks, capacity * sizeof(Block))
+            if grown == NULL:
+                return NULL
+            self.blocks = grown
+            self.blocks_capacity = capacity
+        self.n_blocks += 1
+        return &self.blocks[self.n_blocks - 1]
+
+    cdef Slot* reserve(self, Py_ssize_t n) noexcept nogil:
+        """Room for n slots at the end of the arena (NULL when out of memory)."""
+        cdef Py_ssize_t capacity
+        cdef Slot* grown
+        if self.arena_used + n > self.arena_capacity:
+            capacity = max(1024, 2 * self.arena_capacity, self.arena_used + n)
+            grown = <Slot*>realloc(self.arena, capacity * sizeof(Slot))
+            if grown == NULL:
+                return NULL
+            self.arena = grown
+            self.arena_capacity = capacity
+        return self.arena + self.arena_used
+
+    cdef int add_batch(self, Batch batch) except -1:
+        cdef Slots slots
+        cdef Block* b
         if batch.magic == 2 and batch.attributes & 0x20:
-            if not include_control:
-                continue
+            if not self.include_control:
+                return 0
             batch._loaded()                          # validates the control keys and values
-        kept.append((batch, batch.parsed()))
-    n_blocks = len(kept)
-    blocks = <Block*>malloc(max(n_blocks, 1) * sizeof(Block))
-    if blocks == NULL:
-        raise MemoryError()
-    try:
+        slots = batch.parsed()
+        self.keep_alive.append(slots)
+        b = self.new_block()
+        if b == NULL:
+            raise MemoryError()
+        b.base = slots.src.base
+        b.items = slots.items
+        b.first_slot = -1
+        b.count = slots.count
+        b.producer_id = batch.producer_id
+        b.producer_epoch = batch.producer_epoch
+        b.leader_epoch = batch.partition_leader_epoch
+        b.transactional = batch.magic == 2 and batch.attributes & 0x10
+        b.start = batch.position + LOG_OVERHEAD
+        b.end = batch.position + batch.size
+        if self.views and slots.count:
+            if slots.src is batch.src:
+                view_buffer(b, slots.src, b.start, b.end, self.current, self.buffers)
+            else:
+                view_buffer(b, slots.src, 0, slots.src.length, self.current, self.buffers)
+        return 0
+
+    cdef int add_plain(self, Source src, Py_ssize_t* pos, int64_t max_entry, bint verify_crc,
+                       int64_t start, int64_t end) except -1:
+        """Take the uncompressed v2 batches from *pos on (see scan_plain)."""
+        cdef Py_ssize_t first = self.n_blocks, k
+        cdef int st
+        if src.length - pos[0] < NOGIL_MIN_BYTES:
+            st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc, start, end)
+        else:
+            with nogil:
+                st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc, start,
+                                end)
+        if st:
+            raise MemoryError()
+        if self.views:
+            for k in range(first, self.n_blocks):
+                view_buffer(&self.blocks[k], src, self.blocks[k].start, self.blocks[k].end,
+                            self.current, self.buffers)
+        return 0
+
+    cdef dict columns(self, bint batch_columns):
+        cdef Py_ssize_t k
+        cdef Totals t
+        cdef Out o
+        cdef Block* b
         t.rows = t.key_bytes = t.value_bytes = t.headers = 0
         t.header_key_bytes = t.header_value_bytes = 0
         t.header_keys_ascii = True
-        for k in range(n_blocks):
-            batch, slots = kept[k]
-            blocks[k].base = slots.src.base
-            blocks[k].items = slots.items
-            blocks[k].count = slots.count
-            blocks[k].producer_id = batch.producer_id
-            blocks[k].producer_epoch = batch.producer_epoch
-            blocks[k].leader_epoch = batch.partition_leader_epoch
-            blocks[k].transactional = batch.magic == 2 and batch.attributes & 0x10
-            if views and slots.count:
-                if slots.src is batch.src:
-                    view_buffer(&blocks[k], slots.src, batch.position + LOG_OVERHEAD,
-                                batch.position + batch.size, current, buffers)
-                else:
-                    view_buffer(&blocks[k], slots.src, 0, slots.src.length, current, buffers)
-            if measure(&blocks[k], &t):
+        for k in range(self.n_blocks):
+            b = &self.blocks[k]
+            if b.first_slot >= 0:
+                b.items = self.arena + b.first_slot
+            if measure(b, &t):
                 raise CorruptRecordError("record headers no longer fit their record: the input "
                                          "buffer changed after it was read",
-                                         position=batch.position)
+                                         position=b.start - LOG_OVERHEAD)
         copied = (t.header_key_bytes, t.header_value_bytes)
-        if not views:
+        if not self.views:
             copied += (t.key_bytes, t.value_bytes)
         for size in copied:
             if size > MAX_ARROW_BYTES:
@@ -321,7 +392,7 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
             "header_value_data": _empty(t.header_value_bytes, np.uint8),
             "header_value_valid": _empty(nh, np.uint8),
         }
-        if views:
+        if self.views:
             cols.update(key_views=_empty(16 * rows, np.uint8),
                         value_views=_empty(16 * rows, np.uint8))
         else:
@@ -337,7 +408,7 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
         o.timestamp = <int64_t*>ptr(cols["timestamp"])
         o.timestamp_valid = <uint8_t*>ptr(cols["timestamp_valid"])
         o.timestamp_type = <int32_t*>ptr(cols["timestampType"])
-        o.views = views
+        o.views = self.views
         o.key_offsets = <int32_t*>ptr(cols.get("key_offsets"))
         o.key_data = <uint8_t*>ptr(cols.get("key_data"))
         o.key_views = <uint8_t*>ptr(cols.get("key_views"))
@@ -358,12 +429,102 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
         o.sequence = <int32_t*>ptr(cols.get("sequence"))
         o.transactional = <uint8_t*>ptr(cols.get("isTransactional"))
         o.leader_epoch = <int32_t*>ptr(cols.get("leaderEpoch"))
-        with nogil:
-            fill(blocks, n_blocks, &o)
-    finally:
-        free(blocks)
-    return _assemble(cols, rows, nh, t.header_keys_ascii, batch_columns,
-                     buffers if views else None)
+        if rows < NOGIL_MIN_BYTES // 64:
+            fill(self.blocks, self.n_blocks, &o)
+        else:
+            with nogil:
+                fill(self.blocks, self.n_blocks, &o)
+        return _assemble(cols, rows, nh, t.header_keys_ascii, batch_columns,
+                         self.buffers if self.views else None)
+
+
+cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
+                    int64_t max_entry, bint verify_crc, int64_t start, int64_t end) noexcept nogil:
+    """Parse the uncompressed v2 batches from *pos on, with no Python object per
+    batch, until an entry it does not take whole: the end or a partial entry,
+    a legacy or compressed entry, a control batch to include, anything that
+    fails a check. That entry is left at *pos for BatchReader (which raises
+    the error, if any). Control batches and batches outside [start, end) are
+    skipped, CRCs checked, as decode_columns skips them. -1: out of memory."""
+    cdef const uint8_t* p
+    cdef int32_t size
+    cdef int attributes
+    cdef int64_t last
+    cdef V2Header h
+    cdef Block* b
+    cdef Slot* slots
+    cdef FaultInfo fi
+    while True:
+        p = base + pos[0]
+        if entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK or p[16] != 2:
+            return 0
+        attributes = load_u16(p + 21)
+        if attributes & 0x07 or (attributes & 0x20 and c.include_control):
+            return 0
+        if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
+            return 0
+        last = <int64_t>(<uint64_t>h.base_offset + <uint64_t><int64_t>h.last_offset_delta)
+        if h.count and not attributes & 0x20 and last >= start and h.base_offset < end:
+            if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
+                return 0
+            slots = c.reserve(h.count)
+            if slots == NULL:
+                return -1
+            if parse_v2_records(base, p + V2_HEADER, p + LOG_OVERHEAD + size, h.count,
+                                h.base_offset, h.first_timestamp, h.max_timestamp,
+                                (attributes >> 3) & 1, h.base_sequence, slots, &fi):
+                return 0
+            b = c.new_block()
+            if b == NULL:
+                return -1
+            b.base = base
+            b.items = NULL
+            b.first_slot = c.arena_used
+            b.count = h.count
+            b.start = pos[0] + LOG_OVERHEAD
+            b.end = pos[0] + LOG_OVERHEAD + size
+            b.producer_id = h.producer_id
+            b.producer_epoch = h.producer_epoch
+            b.leader_epoch = h.leader_epoch
+            b.transactional = (attributes & 0x10) != 0
+            c.arena_used += h.count
+        pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
+
+
+def decode_columns(batches, bint include_control=False, bint batch_columns=False,
+                   bint views=False):
+    """Decode every record of `batches` (kcodec Batch objects) into a dict of
+    Arrow arrays named as decode()'s schema. With `views`, key and value are
+    binary_view arrays pointing into the input and decompressed buffers, which
+    they keep alive."""
+    cdef Collector c = Collector(include_control, views)
+    cdef Batch batch
+    for batch in batches:
+        c.add_batch(batch)
+    return c.columns(batch_columns)
+
+
+def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
+                      bint batch_columns=False, bint views=False, start_offset=None,
+                      end_offset=None):
+    """decode_columns of every batch `reader` (fresh) reads that keep(batch)
+    accepts: runs of uncompressed v2 batches are parsed without the GIL and
+    without Batch objects, skipping those outside [start_offset, end_offset)
+    (`keep` must skip the same); every other entry is read by `reader`."""
+    cdef Collector c = Collector(include_control, views)
+    cdef int64_t start = INT64_MIN if start_offset is None else start_offset
+    cdef int64_t end = INT64_MAX if end_offset is None else end_offset
+    cdef Py_ssize_t pos
+    while True:
+        pos = reader.pos
+        c.add_plain(reader.src, &pos, reader.max_entry, reader.verify_crc, start, end)
+        reader.pos = pos
+        batch = next(reader, None)
+        if batch is None:
+            break
+        if keep is None or keep(batch):
+            c.add_batch(batch)
+    return c.columns(batch_columns)
 
 
 def _assemble(cols, rows, nh, bint header_keys_ascii, bint batch_columns, buffers):

@@ -1,6 +1,17 @@
 # Shared layouts of the decoding core, for the modules that cimport it
 # (columns.pyx builds Arrow columns from the same parsed batches).
-from libc.stdint cimport uint32_t, int8_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, int8_t, int16_t, int32_t, int64_t
+
+from kcodec._core.wire cimport FaultInfo
+
+
+cdef enum:
+    LOG_OVERHEAD = 12             # an entry's offset and size, before its bytes
+    HEADER_UP_TO_MAGIC = 17
+    MIN_ENTRY_SIZE = 14           # smallest v0 message; Java enforces it for every magic
+    V2_HEADER = 61
+    V2_MIN_RECORD = 7             # length, attributes, ts, offset, key, value, headers: 1 byte each
+    NOGIL_MIN_BYTES = 4096        # below this, releasing the GIL costs more than it frees
 
 
 cdef struct Slot:                 # where one record's fields are in its Source
@@ -16,6 +27,43 @@ cdef struct Slot:                 # where one record's fields are in its Source
     int32_t sequence
     int8_t magic
     int8_t ts_type                # -1 none, 0 CreateTime, 1 LogAppendTime
+
+
+cdef enum EntryStatus:           # what entry_size / read_v2_header find
+    ENTRY_OK = 0
+    ENTRY_END = 20                # nothing, or only part of an entry, is left
+    F_ENTRY_TOO_SMALL = 21
+    F_ENTRY_TOO_LARGE = 22
+    F_BATCH_SHORT = 23            # a v2 batch shorter than its header
+    F_CODEC = 24
+    F_CRC = 25
+    F_COUNT = 26
+
+
+cdef struct V2Header:
+    int64_t base_offset
+    int32_t leader_epoch
+    uint32_t crc
+    uint32_t computed_crc         # only when verified
+    int attributes
+    int32_t last_offset_delta
+    int64_t first_timestamp
+    int64_t max_timestamp
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence
+    int32_t count
+
+
+cdef int entry_size(const uint8_t* p, Py_ssize_t remaining, int64_t max_entry,
+                    int32_t* size) noexcept nogil
+cdef int read_v2_header(const uint8_t* p, int32_t size, bint verify_crc,
+                        V2Header* h) noexcept nogil
+cdef bint count_fits(int32_t count, Py_ssize_t n) noexcept nogil
+cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
+                          int32_t count, int64_t base_offset, int64_t base_ts, int64_t max_ts,
+                          int8_t ts_type, int32_t base_seq, Slot* slots,
+                          FaultInfo* fi) noexcept nogil
 
 
 cdef struct LegacyMessage:
@@ -77,3 +125,17 @@ cdef class Batch:
     cdef Slots _parse_message(self)
     cdef Slots _parse_wrapper(self, Source inner)
     cdef _inner_error(self, str text, Py_ssize_t where)
+
+
+cdef class BatchReader:
+    cdef Source src
+    cdef Py_ssize_t pos
+    cdef bint verify_crc
+    cdef bint partial_error
+    cdef int64_t max_decompressed
+    cdef int64_t max_entry
+
+    cdef _partial(self, Py_ssize_t remaining, int32_t size)
+    cdef Batch _new_batch(self, const uint8_t* p, int32_t size, int magic)
+    cdef Batch _v2(self, const uint8_t* p, int32_t size)
+    cdef Batch _legacy(self, const uint8_t* p, int32_t size, int magic)

@@ -20,20 +20,13 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, 
 from libc.stdlib cimport malloc, free
 
 from kcodec._core.wire cimport *
-from kcodec._core.crc cimport crc32c_of, crc32_of
+from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of
 
 from kcodec import compression as _compression
 from kcodec.errors import (
     KafkaFormatError, CorruptRecordError, CrcMismatchError, UnsupportedFormatError,
 )
 
-cdef enum:
-    LOG_OVERHEAD = 12
-    HEADER_UP_TO_MAGIC = 17
-    MIN_ENTRY_SIZE = 14          # smallest v0 message; Java enforces it for every magic
-    V2_HEADER = 61
-    V2_MIN_RECORD = 7            # length, attributes, ts, offset, key, value, headers: 1 byte each
-    NOGIL_MIN_BYTES = 4096       # below this, releasing the GIL costs more than it frees
 
 cdef tuple TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 cdef tuple CONTROL_TYPES = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER",
@@ -139,6 +132,58 @@ cdef inline int32_t seq_add(int32_t base, int32_t delta) noexcept nogil:
 
 cdef inline int past_record(int st) noexcept nogil:
     return F_FIELD_PAST_RECORD if st == F_TRUNCATED else st
+
+
+cdef int entry_size(const uint8_t* p, Py_ssize_t remaining, int64_t max_entry,
+                    int32_t* size) noexcept nogil:
+    """Frame the entry at p in Java's order (ByteBufferLogInputStream): a size is
+    judged as soon as it can be read; only then is a short remainder a partial
+    entry. *size is -1 when not even the size could be read."""
+    size[0] = -1
+    if remaining < LOG_OVERHEAD:
+        return ENTRY_END
+    size[0] = load_i32(p + 8)
+    if size[0] < MIN_ENTRY_SIZE:
+        return F_ENTRY_TOO_SMALL
+    if size[0] > max_entry:
+        return F_ENTRY_TOO_LARGE
+    if remaining < HEADER_UP_TO_MAGIC or size[0] > remaining - LOG_OVERHEAD:
+        return ENTRY_END
+    return ENTRY_OK
+
+
+cdef int read_v2_header(const uint8_t* p, int32_t size, bint verify_crc,
+                        V2Header* h) noexcept nogil:
+    """The header fields of the v2 batch at p (a whole entry), checked in Java's
+    order: length, codec id, CRC-32C, records count."""
+    if size < V2_HEADER - LOG_OVERHEAD:
+        return F_BATCH_SHORT
+    h.base_offset = load_i64(p)
+    h.leader_epoch = load_i32(p + 12)
+    h.crc = load_u32(p + 17)
+    h.attributes = load_u16(p + 21)
+    h.last_offset_delta = load_i32(p + 23)
+    h.first_timestamp = load_i64(p + 27)
+    h.max_timestamp = load_i64(p + 35)
+    h.producer_id = load_i64(p + 43)
+    h.producer_epoch = load_i16(p + 51)
+    h.base_sequence = load_i32(p + 53)
+    h.count = load_i32(p + 57)
+    if h.attributes & 0x07 > 4:
+        return F_CODEC
+    if verify_crc:
+        h.computed_crc = crc32c_raw(p + 21, size - 9)
+        if h.computed_crc != h.crc:
+            return F_CRC
+    if h.count < 0:
+        return F_COUNT
+    return ENTRY_OK
+
+
+cdef bint count_fits(int32_t count, Py_ssize_t n) noexcept nogil:
+    """Whether n bytes of records can hold `count` records (checked before
+    anything is allocated for them)."""
+    return count <= n // V2_MIN_RECORD
 
 
 cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
@@ -529,7 +574,7 @@ cdef class Batch:
             data = self._decompressed()
             pos = 0
             n = data.length
-        if count > n // V2_MIN_RECORD:
+        if not count_fits(count, n):
             raise CorruptRecordError(
                 f"batch declares {count} records but its {n} bytes of records hold at most "
                 f"{n // V2_MIN_RECORD}", position=self.position, offset=self._base_offset)
@@ -682,12 +727,6 @@ cdef ControlRecord parse_control(Record r, Batch batch):
 @cython.no_gc
 cdef class BatchReader:
     """Iterates the entries of a record set, verifying CRCs as it goes."""
-    cdef Source src
-    cdef Py_ssize_t pos
-    cdef bint verify_crc
-    cdef bint partial_error
-    cdef int64_t max_decompressed
-    cdef int64_t max_entry
 
     def __init__(self, data, *, bint verify_crc=True,
                  max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -716,21 +755,16 @@ cdef class BatchReader:
         cdef Py_ssize_t remaining = self.src.length - self.pos
         cdef int32_t size
         cdef int magic
-        # Java's order (ByteBufferLogInputStream): a size is judged as soon as
-        # it can be read; only then is a short remainder a partial entry.
-        if remaining < LOG_OVERHEAD:
-            self._partial(remaining, -1)
-            raise StopIteration
-        size = load_i32(p + 8)
-        if size < MIN_ENTRY_SIZE:
-            raise CorruptRecordError(f"entry size {size} is below the minimum {MIN_ENTRY_SIZE}",
-                                     position=self.pos, offset=load_i64(p))
-        if size > self.max_entry:
-            raise CorruptRecordError(f"entry size {size} exceeds the maximum {self.max_entry}",
-                                     position=self.pos, offset=load_i64(p))
-        if remaining < HEADER_UP_TO_MAGIC or size > remaining - LOG_OVERHEAD:
+        cdef int st = entry_size(p, remaining, self.max_entry, &size)
+        if st == ENTRY_END:
             self._partial(remaining, size)
             raise StopIteration
+        if st == F_ENTRY_TOO_SMALL:
+            raise CorruptRecordError(f"entry size {size} is below the minimum {MIN_ENTRY_SIZE}",
+                                     position=self.pos, offset=load_i64(p))
+        if st == F_ENTRY_TOO_LARGE:
+            raise CorruptRecordError(f"entry size {size} exceeds the maximum {self.max_entry}",
+                                     position=self.pos, offset=load_i64(p))
         magic = <int8_t>p[16]
         if magic < 0 or magic > 2:
             raise UnsupportedFormatError(f"unknown magic {magic}", position=self.pos + 16,
@@ -759,44 +793,45 @@ cdef class BatchReader:
         return b
 
     cdef Batch _v2(self, const uint8_t* p, int32_t size):
+        cdef V2Header h
         cdef Batch b
-        cdef uint32_t computed
-        cdef int codec
-        if size < V2_HEADER - LOG_OVERHEAD:
+        cdef int st
+        if size < NOGIL_MIN_BYTES:
+            st = read_v2_header(p, size, self.verify_crc, &h)
+        else:
+            with nogil:
+                st = read_v2_header(p, size, self.verify_crc, &h)
+        if st == F_BATCH_SHORT:
             raise CorruptRecordError(
                 f"record batch is {size + LOG_OVERHEAD} bytes, shorter than its {V2_HEADER}-byte header",
                 position=self.pos, offset=load_i64(p))
+        if st == F_CODEC:
+            raise UnsupportedFormatError(f"unknown compression codec id {h.attributes & 0x07}",
+                                         position=self.pos + 21, offset=h.base_offset)
+        if st == F_CRC:
+            raise CrcMismatchError(
+                f"record batch CRC-32C {h.crc:#010x} != computed {h.computed_crc:#010x}",
+                stored=h.crc, computed=h.computed_crc, position=self.pos, offset=h.base_offset)
+        if st == F_COUNT:
+            raise CorruptRecordError(f"records count {h.count} is negative",
+                                     position=self.pos + 57, offset=h.base_offset)
         b = self._new_batch(p, size, 2)
-        b._base_offset = load_i64(p)
-        b.partition_leader_epoch = load_i32(p + 12)
-        b.attributes = load_u16(p + 21)
-        b.last_offset_delta = load_i32(p + 23)
-        b.last_offset = <int64_t>(<uint64_t>b._base_offset + <uint64_t><int64_t>b.last_offset_delta)
-        b.first_timestamp = load_i64(p + 27)
-        b.max_timestamp = load_i64(p + 35)
-        b.producer_id = load_i64(p + 43)
-        b.producer_epoch = load_i16(p + 51)
-        b.base_sequence = load_i32(p + 53)
-        b._count = load_i32(p + 57)
+        b._base_offset = h.base_offset
+        b.partition_leader_epoch = h.leader_epoch
+        b.attributes = h.attributes
+        b.last_offset_delta = h.last_offset_delta
+        b.last_offset = <int64_t>(<uint64_t>h.base_offset + <uint64_t><int64_t>h.last_offset_delta)
+        b.first_timestamp = h.first_timestamp
+        b.max_timestamp = h.max_timestamp
+        b.producer_id = h.producer_id
+        b.producer_epoch = h.producer_epoch
+        b.base_sequence = h.base_sequence
+        b._count = h.count
         b.payload_pos = self.pos + V2_HEADER
         b.payload_len = <Py_ssize_t>size + LOG_OVERHEAD - V2_HEADER
-        b.ts_type = (b.attributes >> 3) & 1
-        codec = b.attributes & 0x07
-        if codec > 4:
-            raise UnsupportedFormatError(f"unknown compression codec id {codec}",
-                                         position=self.pos + 21, offset=b._base_offset)
-        b.codec = codec
-        b.crc_state = -1
-        if self.verify_crc:
-            computed = crc32c_of(p + 21, size - 9)
-            b.crc_state = computed == b.crc
-            if not b.crc_state:
-                raise CrcMismatchError(
-                    f"record batch CRC-32C {b.crc:#010x} != computed {computed:#010x}",
-                    stored=b.crc, computed=computed, position=self.pos, offset=b._base_offset)
-        if b._count < 0:
-            raise CorruptRecordError(f"records count {b._count} is negative",
-                                     position=self.pos + 57, offset=b._base_offset)
+        b.ts_type = (h.attributes >> 3) & 1
+        b.codec = h.attributes & 0x07
+        b.crc_state = 1 if self.verify_crc else -1
         return b
 
     cdef Batch _legacy(self, const uint8_t* p, int32_t size, int magic):

@@ -52,6 +52,10 @@ cdef inline int read_uvarint(const uint8_t** pp, const uint8_t* end, int max_byt
     cdef uint64_t raw = 0
     cdef int shift = 0
     cdef uint8_t b
+    if p < end and p[0] < 0x80:         # most lengths and deltas: one byte
+        out[0] = p[0]
+        pp[0] = p + 1
+        return OK
     while True:
         if p >= end:
             return F_TRUNCATED
