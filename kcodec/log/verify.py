@@ -67,20 +67,17 @@ def _candidates(data, start, max_entry_bytes):
     """Positions >= start where an entry could begin: magic 0..2, a size that
     fits the file and the magic's minimum, a known codec."""
     n = len(data)
-    while start + 17 <= n:
-        m = min(_WINDOW, n - 16 - start)
+    smallest = 12 + 14
+    while start + smallest <= n:
+        m = min(_WINDOW, n - smallest + 1 - start)
         strided = dict(buffer=data, strides=(1,))
         sizes = np.ndarray((m,), ">i4", offset=start + 8, **strided).astype(np.int64)
         magic = np.ndarray((m,), "u1", offset=start + 16, **strided)
+        legacy_codec = np.ndarray((m,), "u1", offset=start + 17, **strided) & 7
+        v2_codec = np.ndarray((m,), "u1", offset=start + 22, **strided) & 7
         ends = start + np.arange(m, dtype=np.int64) + 12 + sizes
         ok = (magic <= 2) & (sizes >= 14) & (sizes <= max_entry_bytes) & (ends <= n)
-        legacy_attrs = np.ndarray((m,), "u1", offset=start + 17, **strided)
-        ok &= (magic == 2) | ((legacy_attrs & 7) <= 3)
-        if start + 23 + m <= n:
-            v2_attrs = np.ndarray((m,), "u1", offset=start + 22, **strided)
-            ok &= (magic < 2) | ((sizes >= 49) & ((v2_attrs & 7) <= 4))
-        else:
-            ok &= magic < 2
+        ok &= np.where(magic == 2, (sizes >= 49) & (v2_codec <= 4), legacy_codec <= 3)
         for i in np.flatnonzero(ok):
             yield start + int(i)
         start += m

@@ -1,0 +1,203 @@
+"""The side files of a partition directory, read by kcodec.log: offset and
+time indexes (preallocated zero tails, sanity), .txnindex, the leader-epoch
+checkpoint and producer snapshots; every inconsistency a CorruptIndexError
+naming the file and the byte position."""
+import shutil
+import struct
+
+import crc32c
+import pytest
+
+from kcodec import CorruptIndexError
+from kcodec.log import (
+    OffsetIndex, PartitionLog, TimeIndex, encode_producer_snapshot, read_leader_epoch_checkpoint,
+    read_producer_snapshot, read_txn_index,
+)
+from log_helpers import entry_bounds, scripted_history, view, write_history
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory):
+    history = scripted_history(seed=2)
+    directory = tmp_path_factory.mktemp("files") / "t-0"
+    return str(write_history(str(directory), history, 5000, 700)), history
+
+
+def copy_of(tmp_path, log_dir):
+    target = tmp_path / "copy-0"
+    shutil.copytree(log_dir, target)
+    return PartitionLog(target)
+
+
+def index_file(tmp_path, name, entries, fmt):
+    path = tmp_path / name
+    path.write_bytes(b"".join(struct.pack(fmt, *e) for e in entries))
+    return str(path)
+
+
+def test_offset_index_lookup(tmp_path):
+    path = index_file(tmp_path, "00000000000000000100.index", [(0, 0), (5, 400), (9, 800)], ">ii")
+    index = OffsetIndex(path)
+    assert index.base_offset == 100 and len(index) == 3
+    assert list(index) == [(100, 0), (105, 400), (109, 800)]
+    assert index.lookup(99) == (100, 0)          # below every entry: (base, 0)
+    assert index.lookup(104) == (100, 0)
+    assert index.lookup(105) == (105, 400)
+    assert index.lookup(10**6) == (109, 800)
+
+
+def test_time_index_lookup(tmp_path):
+    path = index_file(tmp_path, "00000000000000000100.timeindex",
+                      [(1000, 3), (1500, 7), (2000, 9)], ">qi")
+    index = TimeIndex(path)
+    assert index.lookup(999) == (-1, 100)
+    assert index.lookup(1000) == (1000, 103)
+    assert index.lookup(1999) == (1500, 107)
+    assert index.last_entry == (2000, 109)
+
+
+def test_preallocated_zero_tails_end_the_index(tmp_path):
+    path = index_file(tmp_path, "00000000000000000100.index", [(0, 0), (5, 400)], ">ii")
+    with open(path, "ab") as f:
+        f.write(bytes(10 * 1024 * 1024))
+    assert list(OffsetIndex(path)) == [(100, 0), (105, 400)]
+    path = index_file(tmp_path, "00000000000000000100.timeindex", [(1000, 3)], ">qi")
+    with open(path, "ab") as f:
+        f.write(bytes(12 * 1000))
+    assert list(TimeIndex(path)) == [(1000, 103)]
+
+
+def test_preallocated_indexes_of_an_active_segment_read_the_same(tmp_path, log_dir):
+    directory, history = log_dir
+    log = copy_of(tmp_path, directory)
+    active = log.segments[-1]
+    for path, entry_size in ((active.index_path, 8), (active.time_index_path, 12)):
+        with open(path, "ab") as f:
+            f.write(bytes(entry_size * 100_000))
+    log = PartitionLog(log.directory)
+    assert view(log.read_records()) == history.data_records()
+    for a in history.appends[-6:]:
+        assert log.decode(a.base_offset).num_rows == len(
+            [r for r in history.data_records() if r[0] >= a.base_offset])
+    assert log.verify()
+
+
+@pytest.mark.parametrize("entries,tail,message,position", [
+    ([(0, 0), (5, 400)], b"\x00\x00\x00", "not a multiple", 16),
+    ([(0, 0), (5, 400), (3, 800)], b"", "offsets not increasing", 16),
+    ([(0, 0), (5, 400), (7, 300)], b"", "positions not increasing", 16),
+    ([(-4, 0)], b"", "below the base offset", 0),
+])
+def test_corrupt_offset_index(tmp_path, entries, tail, message, position):
+    path = index_file(tmp_path, "00000000000000000100.index", entries, ">ii")
+    with open(path, "ab") as f:
+        f.write(tail)
+    with pytest.raises(CorruptIndexError) as info:
+        OffsetIndex(path)
+    assert message in str(info.value)
+    assert info.value.source == path and info.value.position == position
+
+
+def test_index_entry_past_the_log_end(tmp_path):
+    path = index_file(tmp_path, "00000000000000000000.index", [(0, 0), (5, 400)], ">ii")
+    with pytest.raises(CorruptIndexError) as info:
+        OffsetIndex(path, log_size=300)
+    assert info.value.position == 8
+
+
+def test_time_index_going_backwards(tmp_path):
+    path = index_file(tmp_path, "00000000000000000000.timeindex",
+                      [(1000, 1), (900, 2)], ">qi")
+    with pytest.raises(CorruptIndexError) as info:
+        TimeIndex(path)
+    assert "backwards" in str(info.value) and info.value.position == 12
+
+
+def test_txn_index(tmp_path):
+    rows = [(0, 7, 10, 20, 21), (0, 8, 15, 30, 31)]
+    path = index_file(tmp_path, "00000000000000000000.txnindex", rows, ">hqqqq")
+    assert [tuple(t) for t in read_txn_index(path)] == [r[1:] for r in rows]
+    bad = index_file(tmp_path, "00000000000000000001.txnindex", rows[:1] + [(1, 8, 15, 30, 31)],
+                     ">hqqqq")
+    with pytest.raises(CorruptIndexError) as info:
+        read_txn_index(bad)
+    assert info.value.position == 34 and "version" in str(info.value)
+    short = tmp_path / "00000000000000000002.txnindex"
+    short.write_bytes(b"\x00" * 40)
+    with pytest.raises(CorruptIndexError) as info:
+        read_txn_index(str(short))
+    assert info.value.position == 34
+
+
+def test_leader_epoch_checkpoint(tmp_path):
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text("0\n3\n0 0\n2 57\n5 900\n")
+    assert read_leader_epoch_checkpoint(path) == [(0, 0), (2, 57), (5, 900)]
+    for text, position in (("1\n0\n", 0), ("0\n2\n0 0\n", 2), ("0\n1\n0 x\n", 4),
+                           ("0\n2\n3 10\n1 20\n", 9)):
+        path.write_text(text)
+        with pytest.raises(CorruptIndexError) as info:
+            read_leader_epoch_checkpoint(path)
+        assert info.value.position == position and info.value.source == str(path)
+
+
+def snapshot_bytes(entries, version=1):
+    body = struct.pack(">i", len(entries)) + b"".join(struct.pack(">qhiqiqiq", *e) for e in entries)
+    return struct.pack(">hI", version, crc32c.crc32c(body)) + body
+
+
+def test_producer_snapshot(tmp_path):
+    entries = [(7, 0, 41, 120, 3, 1_700_000_000_000, 2, -1), (8, 1, 9, 130, 0, 5, -1, 125)]
+    path = tmp_path / "00000000000000000131.snapshot"
+    path.write_bytes(snapshot_bytes(entries))
+    assert [tuple(e) for e in read_producer_snapshot(path)] == entries
+    assert encode_producer_snapshot(entries) == snapshot_bytes(entries)
+    raw = bytearray(snapshot_bytes(entries))
+    raw[20] ^= 1
+    path.write_bytes(raw)
+    with pytest.raises(CorruptIndexError) as info:
+        read_producer_snapshot(path)
+    assert "CRC" in str(info.value) and info.value.position == 2
+    path.write_bytes(snapshot_bytes(entries)[:-5])
+    with pytest.raises(CorruptIndexError):
+        read_producer_snapshot(path)
+    path.write_bytes(snapshot_bytes(entries, version=2))
+    with pytest.raises(CorruptIndexError):
+        read_producer_snapshot(path)
+
+
+def test_partition_log_reads_snapshots_and_checkpoints(tmp_path, log_dir):
+    directory, _ = log_dir
+    log = copy_of(tmp_path, directory)
+    entries = [(7, 0, 41, 120, 3, 1_700_000_000_000, 2, -1)]
+    (tmp_path / "copy-0" / "00000000000000000131.snapshot").write_bytes(snapshot_bytes(entries))
+    assert {k: [tuple(e) for e in v] for k, v in log.producer_snapshots().items()} == \
+        {131: entries}
+
+
+def test_seek_through_a_lying_index_entry_is_a_typed_error(tmp_path, log_dir):
+    """An entry whose position holds a batch starting after the entry's
+    offset would skip records: the seek refuses it, verify reports it."""
+    directory, history = log_dir
+    log = copy_of(tmp_path, directory)
+    seg, at, lie = None, None, None
+    for candidate in log.segments:
+        raw = bytearray(open(candidate.index_path, "rb").read())
+        bounds = entry_bounds(open(candidate.log_path, "rb").read())
+        if not raw:
+            continue
+        relative, position = struct.unpack_from(">ii", raw, len(raw) - 8)
+        later = [b for b in bounds if b[0] > position]
+        if later:       # point the last entry at the batch after its own
+            seg, at, lie = candidate, len(raw) - 8, later[0][0]
+            break
+    struct.pack_into(">i", raw, at + 4, lie)
+    open(seg.index_path, "wb").write(raw)
+    log = PartitionLog(log.directory)
+    target = seg.base_offset + relative
+    with pytest.raises(CorruptIndexError) as info:
+        log.decode(start_offset=target)
+    assert info.value.source == seg.index_path and info.value.position == at
+    report = log.verify()
+    assert not report
+    assert any(p.file == seg.index_path and p.position == at for p in report)
