@@ -4,6 +4,9 @@ import json
 import mmap
 import sys
 
+import os
+import time
+
 from . import bench, read_batches, read_records
 from .errors import KafkaFormatError
 
@@ -57,6 +60,81 @@ def cmd_records(args, out):
         out.write(json.dumps(row) + "\n")
 
 
+def cmd_dump(args, out):
+    from .log.dump import DumpOptions, dump
+    decoder = "offsets" if args.offsets_decoder else \
+        "transactions" if args.transaction_log_decoder else "string"
+    options = DumpOptions(
+        deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
+        verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
+        max_bytes=args.max_bytes, max_message_size=args.max_message_size,
+        skip_record_metadata=args.skip_record_metadata, decoder=decoder, json=args.json)
+    files = [f for f in args.files.split(",") if f]
+    return dump(files, options, out, sys.stderr)
+
+
+def cmd_verify(args, out):
+    from .log import open_logs
+    status = 0
+    for log in open_logs(args.dirs):
+        report = log.verify()
+        out.write(f"{log.directory}: {report}\n")
+        status = status or (0 if report else 1)
+    return status
+
+
+def cmd_convert(args, out):
+    import pyarrow.parquet as pq
+
+    from .log import open_logs
+    logs = open_logs(args.dirs)
+    interactive = sys.stderr.isatty() and not args.no_progress
+    options = dict(start_offset=args.start_offset, end_offset=args.end_offset,
+                   start_timestamp=args.start_timestamp, end_timestamp=args.end_timestamp,
+                   isolation=args.isolation, max_rows=args.max_rows, max_bytes=args.max_bytes)
+    started = time.perf_counter()
+    rows = 0
+    progress = None
+    if interactive:
+        from tqdm import tqdm
+        total = sum(log.end_offset - max(log.start_offset, args.start_offset or 0)
+                    for log in logs)
+        progress = tqdm(total=max(total, 0), unit="offsets", unit_scale=True, file=sys.stderr)
+    writer = None
+    tmp = args.to + ".tmp"
+    try:
+        for log in logs:
+            position = max(log.start_offset, args.start_offset or 0)
+            for batch in log.iter_decode(**options):
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, batch.schema, compression=args.compression)
+                writer.write_batch(batch)
+                rows += batch.num_rows
+                if progress is not None and batch.num_rows:
+                    last = batch.column("offset")[batch.num_rows - 1].as_py() + 1
+                    progress.update(max(0, last - position))
+                    position = max(position, last)
+        if writer is None:
+            from .arrow import schema
+            writer = pq.ParquetWriter(tmp, schema(topic=True, partition=True),
+                                      compression=args.compression)
+        writer.close()
+        writer = None
+        os.replace(tmp, args.to)
+    finally:
+        if progress is not None:
+            progress.close()
+        if writer is not None:
+            writer.close()
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    elapsed = time.perf_counter() - started
+    size = sum(seg.size for log in logs for seg in log.segments)
+    out.write(f"{rows} rows from {len(logs)} partition(s), {size} log bytes, "
+              f"{elapsed:.2f} s, {rows / max(elapsed, 1e-9):,.0f} rows/s -> {args.to}\n")
+    return 0
+
+
 def cmd_bench(args, out):
     return bench.run_from_args(args, out=out, err=sys.stderr)
 
@@ -79,6 +157,7 @@ def build_parser():
             p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"),
                            default="read_uncommitted")
         p.set_defaults(func=func)
+    _add_log_commands(sub)
     text = ("time decode/encode against aiokafka, kafka-python and the floors "
             "(CRC-32C + memcpy, codec decompress) on a workload matrix; "
             "print a Markdown table, optionally write JSON and a PNG chart")
@@ -86,6 +165,56 @@ def build_parser():
     bench.add_arguments(p)
     p.set_defaults(func=cmd_bench)
     return parser
+
+
+def _add_log_commands(sub):
+    text = ("print segment, index, time index, transaction index and producer snapshot files "
+            "as kafka-dump-log does (or as JSON lines)")
+    p = sub.add_parser("dump", help=text, description=text)
+    p.add_argument("--files", required=True, help="comma-separated files to dump")
+    p.add_argument("--deep-iteration", action="store_true", help="print every record")
+    p.add_argument("--print-data-log", action="store_true",
+                   help="print keys and values (implies --deep-iteration)")
+    p.add_argument("--verify-index-only", action="store_true",
+                   help="check index entries against the log without printing them")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="only run the broker's index sanity check")
+    p.add_argument("--max-bytes", type=int, default=(1 << 31) - 1,
+                   help="read only the batches within the first N bytes of each .log")
+    p.add_argument("--max-message-size", type=int, default=5 * 1024 * 1024,
+                   help="largest batch read when checking an index entry")
+    p.add_argument("--skip-record-metadata", action="store_true",
+                   help="print only keys and values of records")
+    p.add_argument("--offsets-decoder", action="store_true",
+                   help="decode __consumer_offsets keys and values")
+    p.add_argument("--transaction-log-decoder", action="store_true",
+                   help="decode __transaction_state keys and values")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=cmd_dump)
+
+    text = "verify partition directories: CRCs, offsets, indexes; exit 1 on any problem"
+    p = sub.add_parser("verify", help=text, description=text)
+    p.add_argument("dirs", nargs="+", help="partition directories or log.dirs roots")
+    p.set_defaults(func=cmd_verify)
+
+    text = "convert partition directories to one Parquet file, in bounded memory"
+    p = sub.add_parser("convert", help=text, description=text)
+    p.add_argument("dirs", nargs="+", help="partition directories or log.dirs roots")
+    p.add_argument("--to", required=True, help="the Parquet file to write")
+    p.add_argument("--start-offset", type=int, help="first offset (inclusive)")
+    p.add_argument("--end-offset", type=int, help="end offset (exclusive)")
+    p.add_argument("--start-timestamp", type=int,
+                   help="start at the first offset whose timestamp (ms) reaches this")
+    p.add_argument("--end-timestamp", type=int,
+                   help="end before the first offset whose timestamp (ms) reaches this")
+    p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"),
+                   default="read_uncommitted")
+    p.add_argument("--max-rows", type=int, default=1 << 16, help="rows per Parquet row group")
+    p.add_argument("--max-bytes", type=int, default=64 << 20,
+                   help="decoded bytes held at once (the memory bound)")
+    p.add_argument("--compression", default="zstd", help="Parquet codec (default zstd)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
+    p.set_defaults(func=cmd_convert)
 
 
 def main(argv=None):
