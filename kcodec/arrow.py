@@ -1,6 +1,8 @@
 """Record sets straight to Arrow: the columns of Spark's Kafka source, built
 by the compiled core (kcodec/_core/columns.pyx) without a Python object per
 record."""
+import functools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +19,7 @@ BATCH_FIELDS = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
 def schema(*, topic=False, partition=False, batch_columns=False, views=False):
     """The schema decode() returns."""
     binary = pa.binary_view() if views else pa.binary()

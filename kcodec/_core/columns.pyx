@@ -11,7 +11,7 @@
 #   [int32 length][4-byte prefix][int32 buffer index][int32 offset]  otherwise
 # whose data buffers are the input and the decompressed buffers themselves.
 cimport cython
-from libc.stdint cimport uint8_t, uint64_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
+from libc.stdint cimport uintptr_t, uint8_t, uint64_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
 from libc.stdlib cimport realloc, free
 from libc.string cimport memcpy, memset
 
@@ -21,7 +21,6 @@ from kcodec._core.records cimport (
     NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_records, read_v2_header,
 )
 
-import numpy as np
 import pyarrow as pa
 
 from kcodec.errors import CorruptRecordError
@@ -89,7 +88,7 @@ cdef struct Out:              # the column buffers being filled
     bint views                     # key and value as views, not offsets and data
     int64_t* offset
     int64_t* timestamp
-    uint8_t* timestamp_valid
+    uint8_t* timestamp_valid       # validity bitmaps (zeroed before the fill)
     int32_t* timestamp_type
     int32_t* key_offsets
     uint8_t* key_data
@@ -109,8 +108,44 @@ cdef struct Out:              # the column buffers being filled
     int64_t* producer_id           # batch columns (NULL unless asked for)
     int16_t* producer_epoch
     int32_t* sequence
-    uint8_t* transactional
+    uint8_t* transactional         # a bitmap, as Arrow stores booleans
     int32_t* leader_epoch
+    Py_ssize_t null_timestamps     # nulls counted while filling
+    Py_ssize_t null_keys
+    Py_ssize_t null_values
+    Py_ssize_t null_headers
+    Py_ssize_t null_header_values
+
+
+cdef inline Py_ssize_t set_bit(uint8_t* bitmap, Py_ssize_t i, bint value) noexcept nogil:
+    """Set bit i when value is true; returns 1 for a null (false)."""
+    if value:
+        bitmap[i >> 3] |= <uint8_t>(1 << (i & 7))
+        return 0
+    return 1
+
+
+cdef inline void copy_bytes(uint8_t* dst, const uint8_t* src, int32_t n) noexcept nogil:
+    """memcpy, inlined for the short keys and values most records have (a call
+    to memcpy costs more than copying them). Fixed-size memcpys are single moves."""
+    cdef int32_t i
+    if n > 256:
+        memcpy(dst, src, n)
+    elif n >= 16:
+        i = 0
+        while i + 16 < n:
+            memcpy(dst + i, src + i, 16)
+            i += 16
+        memcpy(dst + n - 16, src + n - 16, 16)      # the tail, overlapping
+    elif n >= 8:
+        memcpy(dst, src, 8)
+        memcpy(dst + n - 8, src + n - 8, 8)
+    elif n >= 4:
+        memcpy(dst, src, 4)
+        memcpy(dst + n - 4, src + n - 4, 4)
+    else:
+        for i in range(n):
+            dst[i] = src[i]
 
 
 cdef inline void put_bytes(const uint8_t* src, int32_t n, uint8_t* data, int32_t* offsets,
@@ -118,7 +153,7 @@ cdef inline void put_bytes(const uint8_t* src, int32_t n, uint8_t* data, int32_t
     """Append value i of a binary column (n < 0, null, adds no bytes)."""
     cdef int32_t at = offsets[i]
     if n > 0:
-        memcpy(data + at, src, n)
+        copy_bytes(data + at, src, n)
         at += n
     offsets[i + 1] = at
 
@@ -157,24 +192,24 @@ cdef void fill(Block* blocks, Py_ssize_t n_blocks, Out* o) noexcept nogil:
             s = &b.items[i]
             o.offset[row] = s.offset
             o.timestamp[row] = s.timestamp
-            o.timestamp_valid[row] = s.magic > 0
+            o.null_timestamps += set_bit(o.timestamp_valid, row, s.magic > 0)
             o.timestamp_type[row] = s.ts_type
-            o.key_valid[row] = s.key_len >= 0
-            o.value_valid[row] = s.value_len >= 0
+            o.null_keys += set_bit(o.key_valid, row, s.key_len >= 0)
+            o.null_values += set_bit(o.value_valid, row, s.value_len >= 0)
             if o.views:
                 put_view(b.base + s.key_pos, s.key_len, b, o.key_views + 16 * row)
                 put_view(b.base + s.value_pos, s.value_len, b, o.value_views + 16 * row)
             else:
                 put_bytes(b.base + s.key_pos, s.key_len, o.key_data, o.key_offsets, row)
                 put_bytes(b.base + s.value_pos, s.value_len, o.value_data, o.value_offsets, row)
-            o.headers_valid[row] = s.headers_count > 0
+            o.null_headers += set_bit(o.headers_valid, row, s.headers_count > 0)
             p = b.base + s.headers_pos
             end = b.base + s.headers_end
             for j in range(s.headers_count):
                 read_blob(&p, end, &key, &hk)          # measured already: in bounds
                 read_blob(&p, end, &value, &hv)
                 put_bytes(key, hk, o.header_key_data, o.header_key_offsets, h)
-                o.header_value_valid[h] = hv >= 0
+                o.null_header_values += set_bit(o.header_value_valid, h, hv >= 0)
                 put_bytes(value, hv, o.header_value_data, o.header_value_offsets, h)
                 h += 1
             o.header_list_offsets[row + 1] = <int32_t>h
@@ -182,58 +217,52 @@ cdef void fill(Block* blocks, Py_ssize_t n_blocks, Out* o) noexcept nogil:
                 o.producer_id[row] = b.producer_id
                 o.producer_epoch[row] = b.producer_epoch
                 o.sequence[row] = s.sequence
-                o.transactional[row] = b.transactional
+                set_bit(o.transactional, row, b.transactional)
                 o.leader_epoch[row] = b.leader_epoch
             row += 1
 
 
-def _empty(n, dtype):
-    """An array in memory from Arrow's system (malloc) pool. Output columns are
-    megabytes that are written once: allocators that hand such blocks back to
-    the OS on free (numpy's large arrays, mimalloc's huge objects) make every
-    decode fault its pages in again, which on a virtual machine cost more than
-    decoding the records; malloc keeps them in its heap for the next call."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(pa.allocate_buffer(n * dtype.itemsize, memory_pool=_POOL), dtype)
-
-
 _POOL = pa.system_memory_pool()
+cdef Py_ssize_t ALIGNMENT = 64
 
 
-cdef inline void* ptr(arr):
-    cdef uint8_t[::1] view
-    if arr is None or arr.nbytes == 0:
-        return NULL
-    view = arr.view(np.uint8)
-    return &view[0]
+cdef class Columns:
+    """Every fixed-width and offsets buffer of one decode, and its data buffers,
+    carved out of one allocation from Arrow's system (malloc) pool. Output
+    columns are megabytes written once: allocators that hand such blocks back
+    to the OS on free (numpy's large arrays, mimalloc's huge objects) make
+    every decode fault its pages in again, which on a virtual machine costs
+    more than decoding the records; malloc keeps them for the next call."""
+    cdef object memory
+    cdef uint8_t* base
+    cdef dict regions               # name -> (start, size)
 
+    def __cinit__(self, list sizes):
+        cdef Py_ssize_t at = 0
+        self.regions = {}
+        for name, size in sizes:
+            self.regions[name] = (at, size)
+            at += (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        self.memory = pa.allocate_buffer(max(at, 1), memory_pool=_POOL)
+        self.base = <uint8_t*><uintptr_t>self.memory.address
 
-def _validity(mask):
-    """An Arrow validity bitmap from a 0/1 byte mask, or None when nothing is null."""
-    nulls = len(mask) - int(np.count_nonzero(mask))
-    if nulls == 0:
-        return None, 0
-    return pa.py_buffer(np.packbits(mask.view(np.bool_), bitorder="little")), nulls
+    cdef uint8_t* ptr(self, name, bint zeroed=False):
+        cdef Py_ssize_t at, size
+        if name not in self.regions:
+            return NULL
+        at, size = self.regions[name]
+        if zeroed:
+            memset(self.base + at, 0, size)
+        return self.base + at
 
-
-def _binary(offsets, data, mask, arrow_type=pa.binary()):
-    validity, nulls = _validity(mask)
-    return pa.Array.from_buffers(arrow_type, len(mask), [validity, pa.py_buffer(offsets),
-                                                         pa.py_buffer(data)], nulls)
-
-
-def _views(views, mask, buffers):
-    validity, nulls = _validity(mask)
-    return pa.Array.from_buffers(pa.binary_view(), len(mask),
-                                 [validity, pa.py_buffer(views), *buffers], nulls)
-
-
-def _numbers(values, mask=None, arrow_type=None):
-    validity, nulls = _validity(mask) if mask is not None else (None, 0)
-    return pa.Array.from_buffers(arrow_type, len(values), [validity, pa.py_buffer(values)], nulls)
+    cdef buffer(self, name):
+        at, size = self.regions[name]
+        return self.memory.slice(at, size)
 
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+HEADER_LIST_TYPE = pa.list_(HEADER_TYPE)
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 
 
 cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict current,
@@ -257,6 +286,29 @@ cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict cu
     b.buffer = index
 
 
+cdef struct Spare:
+    void* memory
+    Py_ssize_t capacity
+
+
+# The block and slot arrays of the last decode, kept for the next one (under
+# the GIL): growing them anew each time would fault in fresh pages, which on
+# a virtual machine costs more than parsing the records. Large ones are freed.
+cdef Spare spare_blocks, spare_arena
+cdef size_t MAX_SPARE_BYTES = 8 << 20
+
+
+cdef void keep_spare(Spare* spare, void* memory, size_t nbytes, Py_ssize_t capacity) noexcept:
+    if memory == NULL:
+        return
+    if nbytes > MAX_SPARE_BYTES or capacity <= spare.capacity:
+        free(memory)
+        return
+    free(spare.memory)
+    spare.memory = memory
+    spare.capacity = capacity
+
+
 @cython.final
 cdef class Collector:
     """The parsed batches of one decode, as Blocks: batches read as Batch objects
@@ -272,15 +324,24 @@ cdef class Collector:
     cdef dict current
 
     def __cinit__(self, bint include_control, bint views):
+        global spare_blocks, spare_arena
         self.include_control = include_control
         self.views = views
         self.keep_alive = []
         self.buffers = []
         self.current = {}
+        self.blocks = <Block*>spare_blocks.memory
+        self.blocks_capacity = spare_blocks.capacity
+        self.arena = <Slot*>spare_arena.memory
+        self.arena_capacity = spare_arena.capacity
+        spare_blocks.memory = spare_arena.memory = NULL
+        spare_blocks.capacity = spare_arena.capacity = 0
 
     def __dealloc__(self):
-        free(self.blocks)
-        free(self.arena)
+        keep_spare(&spare_blocks, self.blocks, self.blocks_capacity * sizeof(Block),
+                   self.blocks_capacity)
+        keep_spare(&spare_arena, self.arena, self.arena_capacity * sizeof(Slot),
+                   self.arena_capacity)
 
     cdef Block* new_block(self) noexcept nogil:
         cdef Py_ssize_t capacity
@@ -380,61 +441,59 @@ cdef class Collector:
                 raise ValueError(f"{size} bytes in one column exceed Arrow's 2 GiB binary "
                                  "limit; decode fewer batches at a time (e.g. iter_decode)")
         rows, nh = t.rows, t.headers
-        cols = {
-            "offset": _empty(rows, np.int64), "timestamp": _empty(rows, np.int64),
-            "timestamp_valid": _empty(rows, np.uint8), "timestampType": _empty(rows, np.int32),
-            "key_valid": _empty(rows, np.uint8), "value_valid": _empty(rows, np.uint8),
-            "header_list_offsets": _empty(rows + 1, np.int32),
-            "headers_valid": _empty(rows, np.uint8),
-            "header_key_offsets": _empty(nh + 1, np.int32),
-            "header_key_data": _empty(t.header_key_bytes, np.uint8),
-            "header_value_offsets": _empty(nh + 1, np.int32),
-            "header_value_data": _empty(t.header_value_bytes, np.uint8),
-            "header_value_valid": _empty(nh, np.uint8),
-        }
+        bitmap = (rows + 7) // 8
+        sizes = [("offset", 8 * rows), ("timestamp", 8 * rows), ("timestamp_valid", bitmap),
+                 ("timestampType", 4 * rows), ("key_valid", bitmap), ("value_valid", bitmap),
+                 ("header_list_offsets", 4 * (rows + 1)), ("headers_valid", bitmap),
+                 ("header_key_offsets", 4 * (nh + 1)), ("header_key_data", t.header_key_bytes),
+                 ("header_value_offsets", 4 * (nh + 1)),
+                 ("header_value_data", t.header_value_bytes),
+                 ("header_value_valid", (nh + 7) // 8)]
         if self.views:
-            cols.update(key_views=_empty(16 * rows, np.uint8),
-                        value_views=_empty(16 * rows, np.uint8))
+            sizes += [("key_views", 16 * rows), ("value_views", 16 * rows)]
         else:
-            cols.update(key_offsets=_empty(rows + 1, np.int32),
-                        key_data=_empty(t.key_bytes, np.uint8),
-                        value_offsets=_empty(rows + 1, np.int32),
-                        value_data=_empty(t.value_bytes, np.uint8))
+            sizes += [("key_offsets", 4 * (rows + 1)), ("key_data", t.key_bytes),
+                      ("value_offsets", 4 * (rows + 1)), ("value_data", t.value_bytes)]
         if batch_columns:
-            cols.update(producerId=_empty(rows, np.int64), producerEpoch=_empty(rows, np.int16),
-                        sequence=_empty(rows, np.int32), isTransactional=_empty(rows, np.uint8),
-                        leaderEpoch=_empty(rows, np.int32))
-        o.offset = <int64_t*>ptr(cols["offset"])
-        o.timestamp = <int64_t*>ptr(cols["timestamp"])
-        o.timestamp_valid = <uint8_t*>ptr(cols["timestamp_valid"])
-        o.timestamp_type = <int32_t*>ptr(cols["timestampType"])
+            sizes += [("producerId", 8 * rows), ("producerEpoch", 2 * rows),
+                      ("sequence", 4 * rows), ("isTransactional", bitmap),
+                      ("leaderEpoch", 4 * rows)]
+        cdef Columns cols = Columns(sizes)
         o.views = self.views
-        o.key_offsets = <int32_t*>ptr(cols.get("key_offsets"))
-        o.key_data = <uint8_t*>ptr(cols.get("key_data"))
-        o.key_views = <uint8_t*>ptr(cols.get("key_views"))
-        o.key_valid = <uint8_t*>ptr(cols["key_valid"])
-        o.value_offsets = <int32_t*>ptr(cols.get("value_offsets"))
-        o.value_data = <uint8_t*>ptr(cols.get("value_data"))
-        o.value_views = <uint8_t*>ptr(cols.get("value_views"))
-        o.value_valid = <uint8_t*>ptr(cols["value_valid"])
-        o.header_list_offsets = <int32_t*>ptr(cols["header_list_offsets"])
-        o.headers_valid = <uint8_t*>ptr(cols["headers_valid"])
-        o.header_key_offsets = <int32_t*>ptr(cols["header_key_offsets"])
-        o.header_key_data = <uint8_t*>ptr(cols["header_key_data"])
-        o.header_value_offsets = <int32_t*>ptr(cols["header_value_offsets"])
-        o.header_value_data = <uint8_t*>ptr(cols["header_value_data"])
-        o.header_value_valid = <uint8_t*>ptr(cols["header_value_valid"])
-        o.producer_id = <int64_t*>ptr(cols.get("producerId"))
-        o.producer_epoch = <int16_t*>ptr(cols.get("producerEpoch"))
-        o.sequence = <int32_t*>ptr(cols.get("sequence"))
-        o.transactional = <uint8_t*>ptr(cols.get("isTransactional"))
-        o.leader_epoch = <int32_t*>ptr(cols.get("leaderEpoch"))
+        o.offset = <int64_t*>cols.ptr("offset")
+        o.timestamp = <int64_t*>cols.ptr("timestamp")
+        o.timestamp_valid = cols.ptr("timestamp_valid", True)
+        o.timestamp_type = <int32_t*>cols.ptr("timestampType")
+        o.key_offsets = <int32_t*>cols.ptr("key_offsets")
+        o.key_data = cols.ptr("key_data")
+        o.key_views = cols.ptr("key_views")
+        o.key_valid = cols.ptr("key_valid", True)
+        o.value_offsets = <int32_t*>cols.ptr("value_offsets")
+        o.value_data = cols.ptr("value_data")
+        o.value_views = cols.ptr("value_views")
+        o.value_valid = cols.ptr("value_valid", True)
+        o.header_list_offsets = <int32_t*>cols.ptr("header_list_offsets")
+        o.headers_valid = cols.ptr("headers_valid", True)
+        o.header_key_offsets = <int32_t*>cols.ptr("header_key_offsets")
+        o.header_key_data = cols.ptr("header_key_data")
+        o.header_value_offsets = <int32_t*>cols.ptr("header_value_offsets")
+        o.header_value_data = cols.ptr("header_value_data")
+        o.header_value_valid = cols.ptr("header_value_valid", True)
+        o.producer_id = <int64_t*>cols.ptr("producerId")
+        o.producer_epoch = <int16_t*>cols.ptr("producerEpoch")
+        o.sequence = <int32_t*>cols.ptr("sequence")
+        o.transactional = cols.ptr("isTransactional", True)
+        o.leader_epoch = <int32_t*>cols.ptr("leaderEpoch")
+        o.null_timestamps = o.null_keys = o.null_values = 0
+        o.null_headers = o.null_header_values = 0
         if rows < NOGIL_MIN_BYTES // 64:
             fill(self.blocks, self.n_blocks, &o)
         else:
             with nogil:
                 fill(self.blocks, self.n_blocks, &o)
-        return _assemble(cols, rows, nh, t.header_keys_ascii, batch_columns,
+        nulls = {"timestamp": o.null_timestamps, "key": o.null_keys, "value": o.null_values,
+                 "headers": o.null_headers, "header_value": o.null_header_values}
+        return _assemble(cols, rows, nh, nulls, t.header_keys_ascii, batch_columns,
                          self.buffers if self.views else None)
 
 
@@ -527,43 +586,49 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
     return c.columns(batch_columns)
 
 
-def _assemble(cols, rows, nh, bint header_keys_ascii, bint batch_columns, buffers):
-    header_keys = _binary(cols["header_key_offsets"], cols["header_key_data"],
-                          np.ones(nh, np.uint8), pa.binary())
-    if header_keys_ascii:
-        header_keys = header_keys.view(pa.string())
-    else:       # Java decodes header keys as UTF-8, replacing what is not
+cdef _validity(Columns cols, name, Py_ssize_t nulls):
+    return cols.buffer(name) if nulls else None
+
+
+cdef _assemble(Columns cols, Py_ssize_t rows, Py_ssize_t nh, dict nulls, bint header_keys_ascii,
+               bint batch_columns, list buffers):
+    B = cols.buffer
+    header_keys = pa.Array.from_buffers(
+        pa.string() if header_keys_ascii else pa.binary(), nh,
+        [None, B("header_key_offsets"), B("header_key_data")], 0)
+    if not header_keys_ascii:   # Java decodes header keys as UTF-8, replacing what is not
         header_keys = pa.array([k.decode("utf-8", "replace") for k in header_keys.to_pylist()],
                                pa.string())
-    header_values = _binary(cols["header_value_offsets"], cols["header_value_data"],
-                            cols["header_value_valid"])
-    structs = pa.StructArray.from_arrays([header_keys, header_values],
-                                         fields=list(HEADER_TYPE))
-    validity, nulls = _validity(cols["headers_valid"])
-    headers = pa.Array.from_buffers(pa.list_(HEADER_TYPE), rows,
-                                    [validity, pa.py_buffer(cols["header_list_offsets"])],
-                                    nulls, children=[structs])
-    if buffers is None:
-        key = _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"])
-        value = _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"])
-    else:
-        key = _views(cols["key_views"], cols["key_valid"], buffers)
-        value = _views(cols["value_views"], cols["value_valid"], buffers)
-    out = {
-        "key": key,
-        "value": value,
-        "offset": _numbers(cols["offset"], arrow_type=pa.int64()),
-        "timestamp": _numbers(cols["timestamp"], cols["timestamp_valid"],
-                              pa.timestamp("ms", tz="UTC")),
-        "timestampType": _numbers(cols["timestampType"], arrow_type=pa.int32()),
-        "headers": headers,
-    }
+    header_values = pa.Array.from_buffers(
+        pa.binary(), nh, [_validity(cols, "header_value_valid", nulls["header_value"]),
+                          B("header_value_offsets"), B("header_value_data")],
+        nulls["header_value"])
+    structs = pa.Array.from_buffers(HEADER_TYPE, nh, [None], 0,
+                                    children=[header_keys, header_values])
+    headers = pa.Array.from_buffers(
+        HEADER_LIST_TYPE, rows,
+        [_validity(cols, "headers_valid", nulls["headers"]), B("header_list_offsets")],
+        nulls["headers"], children=[structs])
+    out = {}
+    for name in ("key", "value"):
+        validity = _validity(cols, name + "_valid", nulls[name])
+        if buffers is None:
+            out[name] = pa.Array.from_buffers(
+                pa.binary(), rows, [validity, B(name + "_offsets"), B(name + "_data")],
+                nulls[name])
+        else:
+            out[name] = pa.Array.from_buffers(
+                pa.binary_view(), rows, [validity, B(name + "_views"), *buffers], nulls[name])
+    out["offset"] = pa.Array.from_buffers(pa.int64(), rows, [None, B("offset")], 0)
+    out["timestamp"] = pa.Array.from_buffers(
+        TIMESTAMP_TYPE, rows,
+        [_validity(cols, "timestamp_valid", nulls["timestamp"]), B("timestamp")],
+        nulls["timestamp"])
+    out["timestampType"] = pa.Array.from_buffers(pa.int32(), rows, [None, B("timestampType")], 0)
+    out["headers"] = headers
     if batch_columns:
-        out.update(
-            producerId=_numbers(cols["producerId"], arrow_type=pa.int64()),
-            producerEpoch=_numbers(cols["producerEpoch"], arrow_type=pa.int16()),
-            sequence=_numbers(cols["sequence"], arrow_type=pa.int32()),
-            isTransactional=pa.array(cols["isTransactional"].view(np.bool_), pa.bool_()),
-            leaderEpoch=_numbers(cols["leaderEpoch"], arrow_type=pa.int32()),
-        )
+        for name, arrow_type in (("producerId", pa.int64()), ("producerEpoch", pa.int16()),
+                                 ("sequence", pa.int32()), ("isTransactional", pa.bool_()),
+                                 ("leaderEpoch", pa.int32())):
+            out[name] = pa.Array.from_buffers(arrow_type, rows, [None, B(name)], 0)
     return out
