@@ -4,6 +4,7 @@ All format rules live in the compiled core (kcodec._core); this module only
 chooses options, filters transactions and normalises what callers pass in.
 """
 import time
+from collections import namedtuple
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_id
 from ._core.build import (
@@ -74,7 +75,8 @@ def _check_isolation(isolation):
     return isolation
 
 
-def _marker_type(batch):
+def marker_type(batch):
+    """"COMMIT", "ABORT" or another control type of a control batch."""
     for record in batch:
         return record.control.type
     return None
@@ -83,7 +85,9 @@ def _marker_type(batch):
 def committed(batches, aborted):
     """Drop the batches of aborted transactions, as a read_committed consumer
     does: an aborted (producer_id, first_offset) entry opens once a batch
-    reaches first_offset; that producer's ABORT marker closes it."""
+    reaches first_offset; that producer's ABORT marker closes it. `aborted`
+    lists what a Fetch from the first of `batches` carries: transactions whose
+    ABORT marker is at or after it (an earlier one would stay open)."""
     pending = sorted(aborted, key=lambda entry: entry[1])
     next_pending = 0
     open_aborts = set()
@@ -92,29 +96,55 @@ def committed(batches, aborted):
             open_aborts.add(pending[next_pending][0])
             next_pending += 1
         if batch.is_control:
-            if batch.producer_id in open_aborts and _marker_type(batch) == "ABORT":
+            if batch.producer_id in open_aborts and marker_type(batch) == "ABORT":
                 open_aborts.discard(batch.producer_id)
         elif batch.is_transactional and batch.producer_id in open_aborts:
             continue
         yield batch
 
 
+# A .txnindex entry: the aborted transaction's first offset, its ABORT
+# marker's offset, and the last stable offset when the marker was appended.
+AbortedTxn = namedtuple("AbortedTxn", "producer_id first_offset last_offset last_stable_offset")
+
+
+class TransactionTracker:
+    """Which transactions `batches` abort, learnt the way a broker's producer
+    state learns it while appending them: a transaction opens at its
+    producer's first transactional batch and ends at its COMMIT or ABORT marker."""
+
+    def __init__(self):
+        self.open = {}          # producer id -> first offset of its ongoing transaction
+
+    def append(self, batch):
+        """Feed one batch; returns the AbortedTxn it completes, if any."""
+        if not batch.is_transactional:
+            return None
+        pid = batch.producer_id
+        if not batch.is_control:
+            self.open.setdefault(pid, batch.base_offset)
+            return None
+        kind = marker_type(batch)
+        if kind not in ("COMMIT", "ABORT"):
+            return None
+        marker = batch.last_offset
+        first = self.open.pop(pid, marker)
+        if kind != "ABORT":
+            return None
+        undecided = min(self.open.values(), default=marker + 1)
+        return AbortedTxn(pid, first, marker, undecided)
+
+
+def aborted_in(batches):
+    """Every AbortedTxn of `batches`, in log order."""
+    tracker = TransactionTracker()
+    return [txn for txn in map(tracker.append, batches) if txn is not None]
+
+
 def aborted_transactions(batches):
     """(producer_id, first_offset) of every aborted transaction in `batches`,
     found from the ABORT markers (what a broker's .txnindex lists)."""
-    first_offsets = {}
-    found = []
-    for batch in batches:
-        if not batch.is_transactional:
-            continue
-        pid = batch.producer_id
-        if batch.is_control:
-            first = first_offsets.pop(pid, None)
-            if first is not None and _marker_type(batch) == "ABORT":
-                found.append((pid, first))
-        else:
-            first_offsets.setdefault(pid, batch.base_offset)
-    return found
+    return [(txn.producer_id, txn.first_offset) for txn in aborted_in(batches)]
 
 
 # ------------------------------------------------------------------ encoding

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._core.crc import crc32c
 from ..errors import CorruptIndexError
+from ..records import AbortedTxn
 
 OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
@@ -38,7 +39,6 @@ NO_TIMESTAMP = -1
 
 IndexEntry = namedtuple("IndexEntry", "offset position")
 TimeIndexEntry = namedtuple("TimeIndexEntry", "timestamp offset")
-AbortedTxn = namedtuple("AbortedTxn", "producer_id first_offset last_offset last_stable_offset")
 EpochEntry = namedtuple("EpochEntry", "epoch start_offset")
 ProducerSnapshotEntry = namedtuple("ProducerSnapshotEntry", SNAPSHOT_ENTRY.names)
 

@@ -1,44 +1,6 @@
-"""Which transactions a log aborted, learnt from its batches the way the
-broker's producer state does when it appends them: a transaction opens at
-its producer's first transactional batch and ends at its COMMIT or ABORT
-marker; each ABORT becomes a .txnindex entry."""
-from .indexes import AbortedTxn
-
-
-def marker_type(batch):
-    """"COMMIT", "ABORT" or another control type of a control batch."""
-    for record in batch:
-        return record.control.type
-    return None
-
-
-class TransactionTracker:
-    def __init__(self):
-        self.open = {}          # producer id -> first offset of its ongoing transaction
-
-    def append(self, batch):
-        """Feed one batch; returns the AbortedTxn it completes, if any."""
-        if not batch.is_transactional:
-            return None
-        pid = batch.producer_id
-        if not batch.is_control:
-            self.open.setdefault(pid, batch.base_offset)
-            return None
-        kind = marker_type(batch)
-        if kind not in ("COMMIT", "ABORT"):
-            return None
-        marker = batch.last_offset
-        first = self.open.pop(pid, marker)
-        if kind != "ABORT":
-            return None
-        undecided = min(self.open.values(), default=marker + 1)
-        return AbortedTxn(pid, first, marker, undecided)
-
-
-def aborted_in(batches):
-    """Every AbortedTxn of `batches`, in log order."""
-    tracker = TransactionTracker()
-    return [txn for txn in map(tracker.append, batches) if txn is not None]
+"""Aborted transactions of a log, as a Fetch carries them. The rule that finds
+them from the markers is the facade's (kcodec.records.TransactionTracker)."""
+from ..records import AbortedTxn, TransactionTracker, aborted_in  # noqa: F401
 
 
 def fetch_aborted(aborted, first_offset):
