@@ -508,8 +508,9 @@ def decompress_floor(codec, sections):
     """(zero-argument callable, description): the codec library kcodec uses,
     decompressing every section, as lean as a Python loop over it gets."""
     if codec == "gzip":
-        decompress = zlib.decompress
-        return (lambda: [decompress(s, 31) for s in sections]), "zlib.decompress(wbits=31)"
+        decompress = _compression._inflate.decompress
+        name = _compression._inflate.__name__.rpartition(".")[2]
+        return (lambda: [decompress(s, 31) for s in sections]), f"{name}.decompress(wbits=31)"
     if codec == "snappy":
         import cramjam
         blocks = [b for s in sections for b in _xerial_blocks(s)]

@@ -403,7 +403,8 @@ cdef class Collector:
         """Take the uncompressed v2 batches from *pos on (see scan_plain)."""
         cdef Py_ssize_t first = self.n_blocks, k
         cdef int st
-        if src.length - pos[0] < NOGIL_MIN_BYTES:
+        if src.length - pos[0] < NOGIL_MIN_BYTES or not plain_batch_at(src.base + pos[0],
+                                                                        src.length - pos[0]):
             st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc, start, end)
         else:
             with nogil:
@@ -495,6 +496,12 @@ cdef class Collector:
                  "headers": o.null_headers, "header_value": o.null_header_values}
         return _assemble(cols, rows, nh, nulls, t.header_keys_ascii, batch_columns,
                          self.buffers if self.views else None)
+
+
+cdef inline bint plain_batch_at(const uint8_t* p, Py_ssize_t remaining) noexcept nogil:
+    """Whether the entry at p looks like an uncompressed v2 batch (so that a scan
+    is worth releasing the GIL for)."""
+    return remaining >= V2_HEADER and p[16] == 2 and not (p[22] & 0x07)
 
 
 cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
