@@ -284,7 +284,7 @@ cdef inline Py_ssize_t blob_size(Blob* b) noexcept nogil:
 cdef inline uint8_t* write_blob(uint8_t* p, Blob* b) noexcept nogil:
     p = write_varlong(p, b.n)
     if b.n > 0:
-        memcpy(p, b.p, b.n)
+        copy_bytes(p, b.p, b.n)
         p += b.n
     return p
 

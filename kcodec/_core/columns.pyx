@@ -15,7 +15,7 @@ from libc.stdint cimport uintptr_t, uint8_t, uint64_t, int8_t, int16_t, int32_t,
 from libc.stdlib cimport realloc, free
 from libc.string cimport memcpy, memset
 
-from kcodec._core.wire cimport FaultInfo, load_u16, read_blob
+from kcodec._core.wire cimport FaultInfo, copy_bytes, load_u16, read_blob
 from kcodec._core.records cimport (
     Batch, BatchReader, Slot, Slots, Source, V2Header, ENTRY_OK, LOG_OVERHEAD, V2_HEADER,
     NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_records, read_v2_header,
@@ -123,29 +123,6 @@ cdef inline Py_ssize_t set_bit(uint8_t* bitmap, Py_ssize_t i, bint value) noexce
         bitmap[i >> 3] |= <uint8_t>(1 << (i & 7))
         return 0
     return 1
-
-
-cdef inline void copy_bytes(uint8_t* dst, const uint8_t* src, int32_t n) noexcept nogil:
-    """memcpy, inlined for the short keys and values most records have (a call
-    to memcpy costs more than copying them). Fixed-size memcpys are single moves."""
-    cdef int32_t i
-    if n > 256:
-        memcpy(dst, src, n)
-    elif n >= 16:
-        i = 0
-        while i + 16 < n:
-            memcpy(dst + i, src + i, 16)
-            i += 16
-        memcpy(dst + n - 16, src + n - 16, 16)      # the tail, overlapping
-    elif n >= 8:
-        memcpy(dst, src, 8)
-        memcpy(dst + n - 8, src + n - 8, 8)
-    elif n >= 4:
-        memcpy(dst, src, 4)
-        memcpy(dst + n - 4, src + n - 4, 4)
-    else:
-        for i in range(n):
-            dst[i] = src[i]
 
 
 cdef inline void put_bytes(const uint8_t* src, int32_t n, uint8_t* data, int32_t* offsets,

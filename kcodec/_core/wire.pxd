@@ -2,6 +2,7 @@
 # bounded zigzag varints. Every read takes an end pointer; a read that would pass
 # it returns a fault code instead of touching memory.
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
+from libc.string cimport memcpy
 
 cdef enum Fault:
     OK = 0
@@ -52,10 +53,15 @@ cdef inline int read_uvarint(const uint8_t** pp, const uint8_t* end, int max_byt
     cdef uint64_t raw = 0
     cdef int shift = 0
     cdef uint8_t b
-    if p < end and p[0] < 0x80:         # most lengths and deltas: one byte
-        out[0] = p[0]
-        pp[0] = p + 1
-        return OK
+    if end - p >= 2:                    # most lengths and deltas: one or two bytes
+        if p[0] < 0x80:
+            out[0] = p[0]
+            pp[0] = p + 1
+            return OK
+        if p[1] < 0x80:
+            out[0] = (p[0] & 0x7F) | (<uint64_t>p[1] << 7)
+            pp[0] = p + 2
+            return OK
     while True:
         if p >= end:
             return F_TRUNCATED
@@ -105,13 +111,17 @@ cdef inline int read_blob(const uint8_t** pp, const uint8_t* end, const uint8_t*
     return OK
 
 
+cdef extern from *:
+    int clzll "__builtin_clzll" (unsigned long long) noexcept nogil
+
+
 cdef inline int varlong_size(int64_t v) noexcept nogil:
     cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
-    cdef int n = 1
-    while z >= 0x80:
-        z >>= 7
-        n += 1
-    return n
+    if z < 0x80:                        # deltas and lengths: mostly one or two bytes
+        return 1
+    if z < 0x4000:
+        return 2
+    return (64 - clzll(z) + 6) // 7
 
 cdef inline uint8_t* write_varlong(uint8_t* p, int64_t v) noexcept nogil:
     cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
@@ -121,6 +131,29 @@ cdef inline uint8_t* write_varlong(uint8_t* p, int64_t v) noexcept nogil:
         z >>= 7
     p[0] = <uint8_t>z
     return p + 1
+
+
+cdef inline void copy_bytes(uint8_t* dst, const uint8_t* src, Py_ssize_t n) noexcept nogil:
+    """memcpy, inlined for the short keys and values most records have (a call
+    to memcpy costs more than copying them). Fixed-size memcpys are single moves."""
+    cdef Py_ssize_t i
+    if n > 256:
+        memcpy(dst, src, n)
+    elif n >= 16:
+        i = 0
+        while i + 16 < n:
+            memcpy(dst + i, src + i, 16)
+            i += 16
+        memcpy(dst + n - 16, src + n - 16, 16)      # the tail, overlapping
+    elif n >= 8:
+        memcpy(dst, src, 8)
+        memcpy(dst + n - 8, src + n - 8, 8)
+    elif n >= 4:
+        memcpy(dst, src, 4)
+        memcpy(dst + n - 4, src + n - 4, 4)
+    else:
+        for i in range(n):
+            dst[i] = src[i]
 
 
 # Fault codes of the record parsers; kcodec/_core/records.pyx turns each into
