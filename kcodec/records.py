@@ -156,18 +156,24 @@ def _table_rows(table, default_timestamp):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = table.combine_chunks()
-    column = {name: table.column(name).chunk(0) if table.column(name).num_chunks else None
-              for name in table.column_names}
+    if any(col.num_chunks > 1 for col in table.columns):
+        table = table.combine_chunks()
+    column = {name: col.chunk(0) if col.num_chunks else None
+              for name, col in zip(table.column_names, table.columns)}
     n = table.num_rows
     ts = column.get("timestamp")
     if ts is None:
         timestamps = np.full(n, default_timestamp, np.int64)
     else:
         if pa.types.is_timestamp(ts.type):
-            ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz)).cast(pa.int64())
-        timestamps = np.ascontiguousarray(
-            pc.fill_null(ts.cast(pa.int64()), default_timestamp).to_numpy(), np.int64)
+            if ts.type.unit != "ms":
+                ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz))
+            ts = ts.view(pa.int64())
+        elif ts.type != pa.int64():
+            ts = ts.cast(pa.int64())
+        if ts.null_count:
+            ts = pc.fill_null(ts, default_timestamp)
+        timestamps = np.ascontiguousarray(ts.to_numpy(zero_copy_only=False), np.int64)
     if "value" not in column:
         raise ValueError("a table to encode needs a 'value' column")
     return rows_from_arrow(column.get("key"), column["value"], timestamps,

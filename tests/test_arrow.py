@@ -153,6 +153,17 @@ def test_encode_table_with_only_values_and_null_timestamps():
     assert got[1]["timestamp"] >= now
 
 
+def test_encode_table_with_spark_microsecond_timestamps_sliced():
+    # Spark hands timestamps as timestamp[us, UTC]; a slice has a buffer offset.
+    micros = pa.array([None, 1_700_000_000_001_000, None, 1_700_000_000_003_000],
+                      pa.timestamp("us", tz="UTC"))
+    table = pa.table({"value": pa.array([b"a", b"b", b"c", b"d"]), "timestamp": micros}).slice(1)
+    got = rows_of_table(kcodec.decode(kcodec.encode(table)))
+    assert [r["value"] for r in got] == [b"b", b"c", b"d"]
+    assert got[0]["timestamp"] == 1_700_000_000_001 and got[2]["timestamp"] == 1_700_000_000_003
+    assert got[1]["timestamp"] > 1_700_000_000_003           # null: the time of encoding
+
+
 def test_encode_table_rejects_what_kafka_cannot_hold():
     with pytest.raises(ValueError, match="value"):
         kcodec.encode(pa.table({"key": pa.array([b"k"])}))
