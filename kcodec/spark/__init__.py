@@ -1,0 +1,24 @@
+"""kcodec on Spark: Kafka partition directories as DataFrames (the
+"kafka-log" data source), record sets decoded inside Spark's partition
+functions, and the spark-convert job.
+
+Everything here decodes with the compiled core into Arrow columns; no
+Python object is made per record."""
+from .options import ReadOptions, parse_options
+from .plan import DataLossError, Split, plan
+from .read import SplitReport, read_skip_reports, read_split
+from .schema import arrow_schema, kafka_schema, record_schema, to_spark_arrow
+from .source import KafkaLogDataSource
+
+
+def register(spark):
+    """Make spark.read.format("kafka-log") available in this session."""
+    spark.dataSource.register(KafkaLogDataSource)
+    return spark
+
+
+__all__ = [
+    "register", "KafkaLogDataSource", "kafka_schema", "record_schema", "arrow_schema",
+    "to_spark_arrow", "ReadOptions", "parse_options", "plan", "Split", "DataLossError",
+    "read_split", "SplitReport", "read_skip_reports",
+]

@@ -1,0 +1,194 @@
+"""The read options of the "kafka-log" source and of spark-convert, named as
+Spark's Kafka source names them where they mean the same thing.
+
+Offsets given as Spark's JSON (`{"orders": {"0": 23, "1": -2}}`) use -2 for
+earliest and -1 for latest; partitions the JSON does not name read from the
+default (earliest for the start, latest for the end). A plain number applies
+to every partition.
+"""
+import json
+import re
+from dataclasses import dataclass, field
+
+EARLIEST = -2
+LATEST = -1
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+CORRUPT_POLICIES = ("fail", "skip")
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20
+DEFAULT_MAX_BATCH_BYTES = 8 << 20
+
+
+def _bool(name, text):
+    lowered = str(text).strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"option {name} must be true or false, not {text!r}")
+    return lowered == "true"
+
+
+def _positive_int(name, text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"option {name} must be an integer, not {text!r}") from None
+    if value < 1:
+        raise ValueError(f"option {name} must be positive, not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where reading starts or ends: `default` for partitions not listed in
+    `per_partition` ({(topic, partition): value}); values are offsets (or
+    EARLIEST/LATEST), or timestamps in ms when `timestamps` is true."""
+    default: int
+    per_partition: dict = field(default_factory=dict)
+    timestamps: bool = False
+
+    def for_partition(self, topic, partition, fallback):
+        """(value, is_timestamp) for one partition; `fallback` is the offset
+        used when neither the JSON nor a default names one."""
+        value = self.per_partition.get((topic, partition), self.default)
+        if value is None:
+            return fallback, False
+        return value, self.timestamps
+
+
+def _offset_spec(name, text, default, timestamps=False):
+    text = text.strip()
+    words = {"earliest": EARLIEST, "latest": LATEST}
+    if not timestamps and text.lower() in words:
+        return OffsetSpec(words[text.lower()])
+    if re.fullmatch(r"-?\d+", text):
+        return OffsetSpec(int(text), timestamps=timestamps)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        expected = ('a timestamp in ms or JSON like {"topic": {"0": 1700000000000}}' if timestamps
+                    else 'earliest, latest, an offset or JSON like {"topic": {"0": 23, "1": -2}}')
+        raise ValueError(f"option {name}: expected {expected}, not {text!r}")
+    per_partition = {}
+    for topic, partitions in parsed.items():
+        for partition, value in partitions.items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"option {name}: {topic}/{partition} is not an integer: {value!r}")
+            per_partition[(topic, int(partition))] = value
+    return OffsetSpec(default, per_partition, timestamps)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    starting: OffsetSpec = OffsetSpec(EARLIEST)
+    ending: OffsetSpec = OffsetSpec(LATEST)
+    starting_by_timestamp_strategy: str = "error"
+    include_headers: bool = False
+    isolation: str = "read_uncommitted"
+    fail_on_data_loss: bool = True
+    min_partitions: int = None
+    max_records_per_partition: int = None
+    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    verify_crc: bool = True
+    on_corrupt_data: str = "fail"
+    corrupt_data_report: str = None
+    topics: tuple = None            # subscribe
+    topic_pattern: str = None       # subscribePattern
+    assign: frozenset = None        # assign: {(topic, partition)}
+
+    def wants(self, topic, partition):
+        if self.topics is not None and topic not in self.topics:
+            return False
+        if self.topic_pattern is not None and not re.fullmatch(self.topic_pattern, topic):
+            return False
+        return self.assign is None or (topic, partition) in self.assign
+
+
+KNOWN = {
+    "path", "paths", "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
+    "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
+    "includeheaders", "kafka.isolation.level", "isolation.level", "failondataloss",
+    "minpartitions", "maxrecordsperpartition", "maxbytesperpartition", "maxbatchbytes",
+    "verifycrc", "oncorruptdata", "corruptdatareport", "subscribe", "subscribepattern", "assign",
+}
+
+
+def parse_options(options):
+    """ReadOptions from Spark's string options (names in any case)."""
+    opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
+    unknown = sorted(k for k in opts if k not in KNOWN and not k.startswith("kafka."))
+    if unknown:
+        raise ValueError(f"unknown option(s) for kafka-log: {', '.join(unknown)}")
+    kw = {}
+    # Spark's order of precedence: a global timestamp, then per-partition
+    # timestamps, then offsets.
+    for side, default in (("starting", EARLIEST), ("ending", LATEST)):
+        if f"{side}timestamp" in opts:
+            kw[side] = _offset_spec(f"{side}Timestamp", opts[f"{side}timestamp"], None, True)
+        elif f"{side}offsetsbytimestamp" in opts:
+            kw[side] = _offset_spec(f"{side}OffsetsByTimestamp",
+                                    opts[f"{side}offsetsbytimestamp"], None, True)
+        elif f"{side}offsets" in opts:
+            kw[side] = _offset_spec(f"{side}Offsets", opts[f"{side}offsets"], default)
+    starting, ending = kw.get("starting"), kw.get("ending")
+    if starting is not None and not starting.timestamps and LATEST in (
+            starting.default, *starting.per_partition.values()):
+        raise ValueError("startingOffsets: latest (-1) is not allowed for a batch read")
+    if ending is not None and not ending.timestamps and EARLIEST in (
+            ending.default, *ending.per_partition.values()):
+        raise ValueError("endingOffsets: earliest (-2) is not allowed for a batch read")
+    if "startingoffsetsbytimestampstrategy" in opts:
+        strategy = opts["startingoffsetsbytimestampstrategy"].lower()
+        if strategy not in ("error", "latest"):
+            raise ValueError("startingOffsetsByTimestampStrategy must be error or latest")
+        kw["starting_by_timestamp_strategy"] = strategy
+    if "includeheaders" in opts:
+        kw["include_headers"] = _bool("includeHeaders", opts["includeheaders"])
+    level = opts.get("kafka.isolation.level", opts.get("isolation.level"))
+    if level is not None:
+        if level.lower() not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation level must be one of {ISOLATION_LEVELS}, not {level!r}")
+        kw["isolation"] = level.lower()
+    if "failondataloss" in opts:
+        kw["fail_on_data_loss"] = _bool("failOnDataLoss", opts["failondataloss"])
+    for name, key in (("minPartitions", "min_partitions"),
+                      ("maxRecordsPerPartition", "max_records_per_partition"),
+                      ("maxBytesPerPartition", "max_bytes_per_partition"),
+                      ("maxBatchBytes", "max_batch_bytes")):
+        if name.lower() in opts:
+            kw[key] = _positive_int(name, opts[name.lower()])
+    if "verifycrc" in opts:
+        kw["verify_crc"] = _bool("verifyCrc", opts["verifycrc"])
+    if "oncorruptdata" in opts:
+        policy = opts["oncorruptdata"].lower()
+        if policy not in CORRUPT_POLICIES:
+            raise ValueError(f"onCorruptData must be one of {CORRUPT_POLICIES}, not {policy!r}")
+        kw["on_corrupt_data"] = policy
+    if "corruptdatareport" in opts:
+        kw["corrupt_data_report"] = opts["corruptdatareport"]
+    if "subscribe" in opts:
+        kw["topics"] = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+    if "subscribepattern" in opts:
+        kw["topic_pattern"] = opts["subscribepattern"]
+    if "assign" in opts:
+        try:
+            assigned = json.loads(opts["assign"])
+            kw["assign"] = frozenset((t, int(p)) for t, ps in assigned.items() for p in ps)
+        except (ValueError, AttributeError, TypeError):
+            raise ValueError(f'assign: expected JSON like {{"topic": [0, 1]}}, '
+                             f'not {opts["assign"]!r}') from None
+    return ReadOptions(**kw)
+
+
+def load_paths(options):
+    """The paths given to load(): Spark passes one as "path", several as a
+    JSON list in "paths"."""
+    opts = {str(k).lower(): v for k, v in dict(options).items()}
+    paths = []
+    if opts.get("paths"):
+        paths += json.loads(opts["paths"])
+    if opts.get("path"):
+        paths.append(opts["path"])
+    if not paths:
+        raise ValueError("kafka-log needs at least one path: .load(path) or .load([paths])")
+    return paths

@@ -1,0 +1,160 @@
+"""Decoding one split inside a Spark task: byte ranges of a segment handed
+to the compiled core (kcodec.decode), one Arrow table per chunk."""
+import json
+import logging
+import os
+import struct
+from dataclasses import dataclass, field
+
+from ..arrow import decode
+from ..errors import KafkaFormatError
+from ..log.segment import Segment, located
+from ..log.transactions import fetch_aborted
+from ..log.verify import scan
+
+log = logging.getLogger("kcodec.spark")
+
+
+@dataclass
+class SplitReport:
+    """What reading a split met: rows produced and byte ranges skipped."""
+    split: str
+    rows: int = 0
+    log_bytes: int = 0
+    skipped: list = field(default_factory=list)     # (file, start, end, message)
+
+    @property
+    def skipped_bytes(self):
+        return sum(end - start for _, start, end, _ in self.skipped)
+
+
+class _Chunk:
+    """A byte range of a segment as kcodec.log.verify.scan walks a segment."""
+
+    def __init__(self, data, path):
+        self.data, self.size, self.log_path = data, len(data), path
+
+    def view(self, start, end):
+        return memoryview(self.data)[start:end]
+
+
+class _Source:
+    """Byte ranges of a segment file: slices of a read-only map on the local
+    disk, reads through pyarrow elsewhere."""
+
+    def __init__(self, split):
+        self.split = split
+        if split.filesystem is None:
+            self.segment, self.file = Segment(split.path), None
+        else:
+            self.segment, self.file = None, split.filesystem.open_input_file(split.path)
+
+    def read(self, start, end):
+        if self.file is None:
+            return self.segment.view(start, end)
+        return memoryview(self.file.read_at(end - start, start))
+
+    def done_with(self, start, end):
+        if self.segment is not None:
+            self.segment.release(start, end)
+
+    def close(self):
+        if self.file is not None:
+            self.file.close()
+        else:
+            self.segment.close()
+
+
+def read_split(split, options, report=None):
+    """pyarrow.Tables (kcodec.decode's schema, topic and partition included)
+    of the records of `split` that a consumer with options.isolation reads
+    between the split's offset bounds. Corrupt data raises a
+    KafkaFormatError naming the file and byte, or with options.on_corrupt_data
+    == "skip" is skipped and noted in `report`."""
+    report = report if report is not None else SplitReport(split.name)
+    bounds = [split.start, *split.chunks, split.end]
+    source = _Source(split)
+    try:
+        for a, b in zip(bounds, bounds[1:]):
+            view = source.read(a, b)
+            try:
+                final = split.at_file_end and b == split.end
+                for table in _decode_chunk(view, a, final, split, options, report):
+                    report.rows += table.num_rows
+                    yield table
+                report.log_bytes += b - a
+            finally:
+                view.release()
+                source.done_with(a, b)
+    finally:
+        source.close()
+        if report.skipped:
+            _report_skips(report, options)
+
+
+def _decode_options(split, options, view, final):
+    aborted = None
+    if split.aborted is not None:
+        first_offset = struct.unpack_from(">q", view, 0)[0] if len(view) >= 8 else 0
+        aborted = fetch_aborted(split.aborted, first_offset)
+    return dict(topic=split.topic, partition=split.partition, start_offset=split.start_offset,
+                end_offset=split.end_offset, verify_crc=options.verify_crc,
+                isolation=options.isolation, aborted=aborted,
+                partial="stop" if final else "error")
+
+
+def _decode_chunk(view, base, final, split, options, report):
+    try:
+        return [decode(view, **_decode_options(split, options, view, final))]
+    except KafkaFormatError as exc:
+        error = located(exc, split.path, base)
+        if options.on_corrupt_data != "skip":
+            raise error from None
+    tables, run = [], None
+    for event in scan(_Chunk(view, split.path)):
+        if event[0] == "batch":
+            _, position, batch = event
+            if run is not None and run[1] == position:
+                run[1] = position + batch.size
+            else:
+                if run is not None:
+                    tables.append(_decode_run(view, run, final, split, options))
+                run = [position, position + batch.size]
+        else:
+            _, start, end, message = event
+            report.skipped.append((split.path, base + start, base + end, message))
+    if run is not None:
+        tables.append(_decode_run(view, run, final, split, options))
+    return tables
+
+
+def _decode_run(view, run, final, split, options):
+    part = view[run[0]:run[1]]
+    return decode(part, **_decode_options(split, options, part, False))
+
+
+def _report_skips(report, options):
+    for path, start, end, message in report.skipped:
+        log.warning("kafka-log: skipped %s bytes %d-%d: %s", path, start, end, message)
+    if options.corrupt_data_report:
+        os.makedirs(options.corrupt_data_report, exist_ok=True)
+        target = os.path.join(options.corrupt_data_report, f"{report.split}.json")
+        with open(target + ".tmp", "w") as f:
+            json.dump({"split": report.split, "skipped": [
+                {"file": p, "start": s, "end": e, "message": m} for p, s, e, m in report.skipped]},
+                f)
+        os.replace(target + ".tmp", target)
+
+
+def read_skip_reports(directory):
+    """[(file, start, end, message)] of every range skipped by reads that
+    wrote their reports to `directory` (option corruptDataReport)."""
+    found = []
+    if not os.path.isdir(directory):
+        return found
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".json"):
+            with open(os.path.join(directory, name)) as f:
+                found += [(s["file"], s["start"], s["end"], s["message"])
+                          for s in json.load(f)["skipped"]]
+    return found
