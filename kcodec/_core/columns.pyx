@@ -492,7 +492,6 @@ cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssiz
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes
-    cdef int64_t last
     cdef V2Header h
     cdef Block* b
     cdef Slot* slots
@@ -506,8 +505,7 @@ cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssiz
             return 0
         if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
             return 0
-        last = <int64_t>(<uint64_t>h.base_offset + <uint64_t><int64_t>h.last_offset_delta)
-        if h.count and not attributes & 0x20 and last >= start and h.base_offset < end:
+        if h.count and not attributes & 0x20 and h.last_offset >= start and h.base_offset < end:
             if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
                 return 0
             slots = c.reserve(h.count)

@@ -47,6 +47,7 @@ cdef struct V2Header:
     uint32_t computed_crc         # only when verified
     int attributes
     int32_t last_offset_delta
+    int64_t last_offset           # base_offset + last_offset_delta, wrapping as Java's long does
     int64_t first_timestamp
     int64_t max_timestamp
     int64_t producer_id

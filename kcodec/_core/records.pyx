@@ -163,6 +163,7 @@ cdef int read_v2_header(const uint8_t* p, int32_t size, bint verify_crc,
     h.crc = load_u32(p + 17)
     h.attributes = load_u16(p + 21)
     h.last_offset_delta = load_i32(p + 23)
+    h.last_offset = <int64_t>(<uint64_t>h.base_offset + <uint64_t><int64_t>h.last_offset_delta)
     h.first_timestamp = load_i64(p + 27)
     h.max_timestamp = load_i64(p + 35)
     h.producer_id = load_i64(p + 43)
@@ -820,7 +821,7 @@ cdef class BatchReader:
         b.partition_leader_epoch = h.leader_epoch
         b.attributes = h.attributes
         b.last_offset_delta = h.last_offset_delta
-        b.last_offset = <int64_t>(<uint64_t>h.base_offset + <uint64_t><int64_t>h.last_offset_delta)
+        b.last_offset = h.last_offset
         b.first_timestamp = h.first_timestamp
         b.max_timestamp = h.max_timestamp
         b.producer_id = h.producer_id
