@@ -1,8 +1,16 @@
-from typing import Any, Dict, Iterable
+from typing import Any, Callable, Dict, Iterable, Optional
 
 import pyarrow as pa
 
-HEADER_TYPE: pa.StructType
+from .records import Batch, BatchReader
 
-def decode_columns(batches: Iterable[Any], include_control: bool = False,
+HEADER_TYPE: pa.StructType
+HEADER_LIST_TYPE: pa.ListType
+TIMESTAMP_TYPE: pa.TimestampType
+
+def decode_columns(batches: Iterable[Batch], include_control: bool = False,
                    batch_columns: bool = False, views: bool = False) -> Dict[str, pa.Array]: ...
+def decode_record_set(reader: BatchReader, keep: Optional[Callable[[Batch], bool]] = None,
+                      include_control: bool = False, batch_columns: bool = False,
+                      views: bool = False, start_offset: Optional[int] = None,
+                      end_offset: Optional[int] = None) -> Dict[str, pa.Array]: ...
