@@ -7,11 +7,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._core.columns import HEADER_TYPE, decode_columns, decode_record_set
+from ._core.columns import HEADER_LIST_TYPE, TIMESTAMP_TYPE, decode_columns, decode_record_set
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from .records import _check_isolation, consumer_batches, overlaps, read_batches
 
-TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 BATCH_FIELDS = [
     pa.field("producerId", pa.int64()), pa.field("producerEpoch", pa.int16()),
     pa.field("sequence", pa.int32()), pa.field("isTransactional", pa.bool_()),
@@ -29,7 +28,7 @@ def schema(*, topic=False, partition=False, batch_columns=False, views=False):
     if partition:
         fields.append(pa.field("partition", pa.int32()))
     fields += [pa.field("offset", pa.int64()), pa.field("timestamp", TIMESTAMP_TYPE),
-               pa.field("timestampType", pa.int32()), pa.field("headers", pa.list_(HEADER_TYPE))]
+               pa.field("timestampType", pa.int32()), pa.field("headers", HEADER_LIST_TYPE)]
     if batch_columns:
         fields += BATCH_FIELDS
     return pa.schema(fields)
