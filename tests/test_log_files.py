@@ -82,6 +82,24 @@ def test_preallocated_indexes_of_an_active_segment_read_the_same(tmp_path, log_d
     assert log.verify()
 
 
+def test_preallocated_indexes_with_no_entry_yet_are_empty(tmp_path, log_dir):
+    """An active segment's indexes right after a roll: zeros only. The broker's
+    first .index entry always follows an append (position > 0), so a lone
+    zero entry is padding, not "offset base at position 0"."""
+    directory, history = log_dir
+    log = copy_of(tmp_path, directory)
+    active = log.segments[-1]
+    for path, entry_size in ((active.index_path, 8), (active.time_index_path, 12)):
+        with open(path, "wb") as f:
+            f.write(bytes(entry_size * 1000))
+    log = PartitionLog(log.directory)
+    assert len(log.segments[-1].offset_index) == 0
+    assert len(log.segments[-1].time_index) == 0
+    assert log.verify(), str(log.verify())
+    first = log.segments[-1].base_offset
+    assert view(log.read_records(first)) == [r for r in history.data_records() if r[0] >= first]
+
+
 @pytest.mark.parametrize("entries,tail,message,position", [
     ([(0, 0), (5, 400)], b"\x00\x00\x00", "not a multiple", 16),
     ([(0, 0), (5, 400), (3, 800)], b"", "offsets not increasing", 16),

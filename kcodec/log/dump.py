@@ -213,7 +213,7 @@ class Dumper:
             self.emit(f"{path} passed sanity check.", type="sanity", file=path, passed=True)
             return
         base = base_offset_of(path)
-        entries = _used(_entries(path, OFFSET_ENTRY))
+        entries = _used(_entries(path, OFFSET_ENTRY), zero_first_entry_is_padding=False)
         if len(entries) == 0:
             self.emit(f"{path} is empty.", type="empty", file=path)
             return
@@ -237,7 +237,7 @@ class Dumper:
             self.emit(f"{path} passed sanity check.", type="sanity", file=path, passed=True)
             return
         base = base_offset_of(path)
-        entries = _used(_entries(path, TIME_ENTRY))
+        entries = _used(_entries(path, TIME_ENTRY), zero_first_entry_is_padding=False)
         log = self._log_beside(path)
         index_path = path[:path.rfind(".")] + ".index"
         offsets = positions = np.zeros(0, np.int64)

@@ -11,7 +11,8 @@
                 [int32 coordinatorEpoch][int64 currentTxnFirstOffset]    46 bytes
 
 The offset and time indexes of an active segment are preallocated and zero
-filled: an entry after the first whose relative offset is 0 ends them.
+filled: an entry after the first whose relative offset is 0 ends them, and a
+first entry of zeros only means there is none yet.
 Every inconsistency raises CorruptIndexError naming the file and the byte
 position of the offending entry.
 """
@@ -68,10 +69,18 @@ def _entries(path, dtype):
     return np.frombuffer(data, dtype)
 
 
-def _used(entries):
-    """Entries before the zero-filled preallocated tail."""
+def _used(entries, zero_first_entry_is_padding=True):
+    """Entries before the zero-filled preallocated tail: an entry after the
+    first whose relative offset is 0 ends them. A first entry of zeros with
+    nothing after it is padding too: a preallocated index with no entry yet
+    (the broker never writes that entry: its first .index entry follows an
+    append, so its position is > 0). kafka-dump-log prints it all the same:
+    `zero_first_entry_is_padding=False`."""
     tail = np.flatnonzero(entries["relative_offset"][1:] == 0)
-    return entries[:tail[0] + 1] if len(tail) else entries
+    used = entries[:tail[0] + 1] if len(tail) else entries
+    if zero_first_entry_is_padding and len(used) == 1 and not used.tobytes().strip(b"\0"):
+        return used[:0]
+    return used
 
 
 def _first_bad(mask):
