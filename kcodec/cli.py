@@ -135,6 +135,50 @@ def cmd_convert(args, out):
     return 0
 
 
+def _spark_read_options(args):
+    """kafka-log's options from spark-convert's flags (--option NAME=VALUE for any other)."""
+    options = {"includeHeaders": str(not args.no_headers).lower(),
+               "kafka.isolation.level": args.isolation,
+               "failOnDataLoss": str(not args.no_fail_on_data_loss).lower(),
+               "verifyCrc": str(not args.no_verify_crc).lower(),
+               "onCorruptData": args.on_corrupt_data}
+    for flag, name in (("starting_offsets", "startingOffsets"), ("ending_offsets", "endingOffsets"),
+                       ("starting_timestamp", "startingTimestamp"),
+                       ("ending_timestamp", "endingTimestamp"),
+                       ("min_partitions", "minPartitions"),
+                       ("max_records_per_partition", "maxRecordsPerPartition"),
+                       ("max_bytes_per_partition", "maxBytesPerPartition")):
+        if getattr(args, flag) is not None:
+            options[name] = str(getattr(args, flag))
+    for item in args.option:
+        name, _, value = item.partition("=")
+        options[name] = value
+    return options
+
+
+def cmd_spark_convert(args, out):
+    from .spark.convert import convert, local_session
+    from .spark.options import parse_options
+    options = parse_options(_spark_read_options(args))
+    from pyspark.sql import SparkSession
+    conf = dict(item.partition("=")[::2] for item in args.conf)
+    ours = SparkSession.getActiveSession() is None
+    spark = local_session(args.master, **conf)
+    try:
+        result = convert(spark, args.dirs, args.out, options, compression=args.compression,
+                         mode=args.mode)
+    finally:
+        if ours:
+            spark.stop()
+    out.write(result.summary() + "\n")
+    return 0
+
+
+def cmd_demo(args, out):
+    from .spark.demo import run_demo
+    return run_demo(args.dir, master=args.master, out=out)
+
+
 def cmd_bench(args, out):
     return bench.run_from_args(args, out=out, err=sys.stderr)
 
@@ -158,6 +202,7 @@ def build_parser():
                            default="read_uncommitted")
         p.set_defaults(func=func)
     _add_log_commands(sub)
+    _add_spark_commands(sub)
     text = ("time decode/encode against aiokafka, kafka-python and the floors "
             "(CRC-32C + memcpy, codec decompress) on a workload matrix; "
             "print a Markdown table, optionally write JSON and a PNG chart")
@@ -215,6 +260,52 @@ def _add_log_commands(sub):
     p.add_argument("--compression", default="zstd", help="Parquet codec (default zstd)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.set_defaults(func=cmd_convert)
+
+
+def _add_spark_commands(sub):
+    text = ("convert partition directories to Parquet on Spark: one task per segment (or "
+            "split), each decoding with the compiled core and writing Parquet with pyarrow "
+            "into OUT/topic=T/partition=P/ (needs the spark extra: pip install 'kcodec[spark]')")
+    p = sub.add_parser("spark-convert", help=text, description=text)
+    p.add_argument("dirs", nargs="+", metavar="DIR_OR_GLOB",
+                   help="partition directories, globs of them or log.dirs roots (paths or URIs)")
+    p.add_argument("--out", required=True, help="output directory (path or URI)")
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark configuration setting (repeatable)")
+    p.add_argument("--starting-offsets", help="earliest, an offset, or Spark's JSON per partition")
+    p.add_argument("--ending-offsets", help="latest, an offset, or Spark's JSON per partition")
+    p.add_argument("--starting-timestamp", type=int,
+                   help="start at the first offset whose timestamp (ms) reaches this")
+    p.add_argument("--ending-timestamp", type=int,
+                   help="end before the first offset whose timestamp (ms) reaches this")
+    p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"),
+                   default="read_uncommitted")
+    p.add_argument("--no-headers", action="store_true", help="leave the headers column out")
+    p.add_argument("--no-fail-on-data-loss", action="store_true",
+                   help="read what is there when requested offsets are gone")
+    p.add_argument("--no-verify-crc", action="store_true", help="skip CRC checks")
+    p.add_argument("--on-corrupt-data", choices=("fail", "skip"), default="fail",
+                   help="fail naming file and byte (default), or skip and count corrupt ranges")
+    p.add_argument("--min-partitions", type=int, help="at least this many tasks")
+    p.add_argument("--max-records-per-partition", type=int,
+                   help="cut splits at about this many records")
+    p.add_argument("--max-bytes-per-partition", type=int,
+                   help="cut segments larger than this (default 128 MiB)")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="any other kafka-log option (repeatable)")
+    p.add_argument("--compression", default="snappy", help="Parquet codec (default snappy)")
+    p.add_argument("--mode", choices=("error", "overwrite"), default="error",
+                   help="when OUT is not empty: fail (default) or replace it")
+    p.set_defaults(func=cmd_spark_convert)
+
+    text = ("the main job on an embedded default: write a multi-segment demo log (several "
+            "codecs, headers, committed and aborted transactions), convert it with "
+            "spark-convert on local[*], print a summary and a few decoded rows")
+    p = sub.add_parser("demo", help=text, description=text)
+    p.add_argument("--dir", default="kcodec-demo", help="where to write the log and the output")
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.set_defaults(func=cmd_demo)
 
 
 def main(argv=None):

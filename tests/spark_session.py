@@ -17,7 +17,9 @@ def spark(tmp_path_factory):
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (SparkSession.builder.master("local[2]").appName("kcodec-tests")
+    # local[2,2]: two cores, and a failed task is tried once more (as on a
+    # cluster), which the conversion job's commit protocol is tested with.
+    session = (SparkSession.builder.master("local[2,2]").appName("kcodec-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")

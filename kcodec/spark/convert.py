@@ -1,0 +1,174 @@
+"""spark-convert: Kafka logs to Parquet at the speed of the codec.
+
+Spark only schedules: one task per split (a segment, or a piece of a large
+one). Each task decodes its split with the compiled core and writes Parquet
+with pyarrow straight into PATH/topic=T/partition=P/, so no row crosses
+Spark's Python-to-JVM transport.
+
+Commit protocol: a task writes PATH/_temporary/<job>/<split>-<attempt>/ and,
+once its file is complete, renames it to a name fixed by the job and the
+split — a retried or speculative attempt replaces the same file, so rows
+never appear twice. The driver writes PATH/_SUCCESS after every task
+committed and removes _temporary. Renames are atomic on local disks and
+HDFS; object stores (s3://) copy, so readers there should wait for _SUCCESS.
+"""
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from .files import filesystem_of
+from .plan import plan
+from .read import SplitReport, read_split
+from .schema import arrow_schema, kafka_schema, to_spark_arrow
+
+SUCCESS = "_SUCCESS"
+TEMPORARY = "_temporary"
+
+
+@dataclass
+class ConvertResult:
+    out: str
+    rows: int
+    log_bytes: int
+    parquet_bytes: int
+    files: int
+    tasks: int
+    partitions: int
+    elapsed: float
+    skipped: list = field(default_factory=list)
+
+    @property
+    def rows_per_second(self):
+        return self.rows / self.elapsed if self.elapsed > 0 else float("inf")
+
+    def summary(self):
+        text = (f"{self.rows:,} rows from {self.partitions} partition(s) in {self.tasks} task(s), "
+                f"{self.log_bytes:,} log bytes -> {self.files} Parquet file(s), "
+                f"{self.parquet_bytes:,} bytes, {self.elapsed:.2f} s, "
+                f"{self.rows_per_second:,.0f} rows/s -> {self.out}")
+        if self.skipped:
+            text += (f"\nskipped {len(self.skipped)} corrupt range(s), "
+                     f"{sum(e - s for _, s, e, _ in self.skipped):,} bytes")
+        return text
+
+
+@dataclass
+class _Task:
+    """What a task needs besides its split (pickled with the function)."""
+    filesystem: object
+    out: str
+    job: str
+    options: object
+    compression: str
+    before_commit: object = None    # a test's fault injection: f(split, attempt, stage)
+
+    def _path(self, *parts):
+        return "/".join((self.out.rstrip("/"),) + parts)
+
+    def __call__(self, split):
+        from pyspark import TaskContext
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context is not None else 0
+        name = f"part-{split.id:05d}-{self.job}.{self.compression}.parquet"
+        scratch = self._path(TEMPORARY, self.job, f"{split.id}-{attempt}")
+        final_dir = self._path(f"topic={split.topic}", f"partition={split.partition}")
+        fs = self.filesystem
+        fs.create_dir(scratch)
+        target = arrow_schema(kafka_schema(self.options.include_headers))
+        report = SplitReport(split.name)
+        writer = None
+        try:
+            for table in read_split(split, self.options, report):
+                if not table.num_rows:
+                    continue
+                if writer is None:
+                    writer = pq.ParquetWriter(fs.open_output_stream(f"{scratch}/{name}"), target,
+                                              compression=self.compression)
+                writer.write_table(to_spark_arrow(table, target))
+        finally:
+            if writer is not None:
+                writer.close()
+        size = 0
+        if writer is not None:
+            size = fs.get_file_info(f"{scratch}/{name}").size
+            self._hook(split, attempt, "written")
+            fs.create_dir(final_dir)
+            fs.move(f"{scratch}/{name}", f"{final_dir}/{name}")
+            self._hook(split, attempt, "committed")
+        fs.delete_dir(scratch)
+        return dict(rows=report.rows, log_bytes=report.log_bytes, parquet_bytes=size,
+                    files=int(writer is not None), skipped=report.skipped)
+
+    def _hook(self, split, attempt, stage):
+        if self.before_commit is not None:
+            self.before_commit(split, attempt, stage)
+
+
+def _prepare(fs, out, mode):
+    info = fs.get_file_info(out)
+    if info.type == pafs.FileType.File:
+        raise FileExistsError(f"{out} is a file")
+    if info.type == pafs.FileType.Directory:
+        if fs.get_file_info(pafs.FileSelector(out)):
+            if mode == "error":
+                raise FileExistsError(f"{out} exists and is not empty "
+                                      "(--mode overwrite replaces it)")
+            fs.delete_dir_contents(out)
+    fs.create_dir(out)
+
+
+def convert(spark, paths, out, options, *, compression="snappy", mode="error",
+            _before_commit=None):
+    """Convert the partition directories `paths` (kafka-log's paths and
+    ReadOptions) to Parquet under `out`; returns a ConvertResult."""
+    started = time.perf_counter()
+    fs, out_path = filesystem_of(out)
+    fs = fs or pafs.LocalFileSystem()
+    splits, partitions = plan(paths, options)
+    _prepare(fs, out_path, mode)
+    job = uuid.uuid4().hex[:12]
+    task = _Task(fs, out_path, job, options, compression, _before_commit)
+    results = []
+    try:
+        if splits:
+            # Largest first, so that the last tasks to start are short.
+            ordered = sorted(splits, key=lambda s: -s.size)
+            rdd = spark.sparkContext.parallelize(ordered, len(ordered))
+            results = rdd.map(task).collect()
+        if not any(r["files"] for r in results):
+            # No rows: one empty file keeps the schema readable.
+            target = arrow_schema(kafka_schema(options.include_headers))
+            pq.write_table(target.empty_table(),
+                           fs.open_output_stream(f"{out_path}/part-empty-{job}.parquet"))
+        with fs.open_output_stream(f"{out_path}/{SUCCESS}"):
+            pass
+    finally:
+        fs.delete_dir_contents(f"{out_path}/{TEMPORARY}", missing_dir_ok=True)
+        if fs.get_file_info(f"{out_path}/{TEMPORARY}").type == pafs.FileType.Directory:
+            fs.delete_dir(f"{out_path}/{TEMPORARY}")
+    return ConvertResult(
+        out=out, rows=sum(r["rows"] for r in results),
+        log_bytes=sum(r["log_bytes"] for r in results),
+        parquet_bytes=sum(r["parquet_bytes"] for r in results),
+        files=sum(r["files"] for r in results), tasks=len(splits), partitions=len(partitions),
+        elapsed=time.perf_counter() - started,
+        skipped=[s for r in results for s in r["skipped"]])
+
+
+def local_session(master="local[*]", app_name="kcodec spark-convert", **conf):
+    """A SparkSession whose Python workers run this interpreter (so they
+    import the same kcodec)."""
+    import sys
+
+    from pyspark.sql import SparkSession
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,185 @@
+"""spark-convert: Parquet written by the tasks themselves, checked against
+what was appended to the logs and against the kafka-log source, with its
+commit protocol under failed and retried tasks."""
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from kcodec.cli import main
+from kcodec.spark import kafka_schema, parse_options
+from kcodec.spark.convert import SUCCESS, TEMPORARY, convert
+from log_helpers import entry_bounds, scripted_history, write_history
+from spark_session import spark, spark_rows, without_headers  # noqa: F401
+
+TOPICS = {"orders-eu": 0, "payments": 3}
+
+
+@pytest.fixture(scope="module")
+def histories():
+    return {name: scripted_history(seed=20 + i) for i, name in enumerate(TOPICS)}
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory, histories):
+    base = tmp_path_factory.mktemp("kafka-logs")
+    for name, partition in TOPICS.items():
+        write_history(str(base / f"{name}-{partition}"), histories[name], segment_bytes=5000,
+                      index_interval_bytes=800)
+    return base
+
+
+def all_files(directory):
+    return sorted(os.path.relpath(os.path.join(d, n), directory)
+                  for d, _, names in os.walk(directory) for n in names)
+
+
+def rows_by_partition(spark, path):
+    df = spark.read.parquet(str(path))
+    return {name: spark_rows(df.where(df.topic == name).where(df.partition == p))
+            for name, p in TOPICS.items()}
+
+
+def options(**given):
+    return parse_options({"includeHeaders": "true", **given})
+
+
+def test_converted_rows_are_what_was_appended(spark, root, histories, tmp_path):
+    out = tmp_path / "out"
+    result = convert(spark, [str(root)], str(out), options(maxBytesPerPartition="3000"))
+    assert rows_by_partition(spark, out) == {n: h.data_records() for n, h in histories.items()}
+    assert result.rows == sum(len(h.data_records()) for h in histories.values())
+    files = all_files(out)
+    assert SUCCESS in files and not any(f.startswith(TEMPORARY) for f in files)
+    data_files = [f for f in files if f.endswith(".parquet")]
+    # A split holding only a transaction marker has no rows and writes no file.
+    assert len(data_files) == result.files <= result.tasks
+    assert result.tasks > sum(n.endswith(".log") for _, _, ns in os.walk(root) for n in ns)
+    assert {os.path.dirname(f) for f in data_files} == {
+        f"topic={n}/partition={p}" for n, p in TOPICS.items()}
+    assert result.log_bytes == sum(os.path.getsize(os.path.join(d, n))
+                                   for d, _, ns in os.walk(root) for n in ns if n.endswith(".log"))
+
+
+def test_reads_back_with_the_kafka_log_schema_and_content(spark, root, tmp_path):
+    out = tmp_path / "out"
+    opts = {"includeHeaders": "true", "kafka.isolation.level": "read_committed"}
+    convert(spark, [str(root)], str(out), parse_options(opts))
+    source = spark.read.format("kafka-log").options(**opts).load(str(root))
+    back = spark.read.parquet(str(out))
+    assert back.schema == source.schema == kafka_schema(True)
+    assert back.exceptAll(source).count() == 0 and source.exceptAll(back).count() == 0
+    assert back.count() == source.count()
+
+
+def test_offsets_isolation_and_no_headers(spark, root, histories, tmp_path):
+    out = tmp_path / "out"
+    convert(spark, [str(root / "payments-3")], str(out), parse_options({
+        "startingOffsets": "200", "endingOffsets": "900", "kafka.isolation.level":
+        "read_committed", "maxRecordsPerPartition": "100"}))
+    df = spark.read.parquet(str(out))
+    assert df.schema == kafka_schema(False)
+    expected = [r for r in histories["payments"].data_records(committed_only=True)
+                if 200 <= r[0] < 900]
+    assert spark_rows(df) == without_headers(expected)
+
+
+def test_nothing_to_convert_still_leaves_a_readable_table(spark, root, histories, tmp_path):
+    out = tmp_path / "out"
+    end = histories["payments"].end_offset
+    result = convert(spark, [str(root / "payments-3")], str(out),
+                     options(startingOffsets=str(end)))
+    assert result.rows == 0
+    df = spark.read.parquet(str(out))
+    assert df.count() == 0 and df.schema == kafka_schema(True)
+
+
+def test_an_existing_output_is_refused_unless_overwritten(spark, root, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "someone-elses.txt").write_text("x")
+    with pytest.raises(FileExistsError):
+        convert(spark, [str(root / "payments-3")], str(out), options())
+    convert(spark, [str(root / "payments-3")], str(out), options(), mode="overwrite")
+    assert "someone-elses.txt" not in all_files(out)
+
+
+# ----------------------------------------------------- the commit protocol
+
+def fail_first_attempt(stage_to_fail, split_ids):
+    """A task hook (pickled by value to the executors) that fails the first
+    attempt of the given splits at one stage of the commit."""
+    def hook(split, attempt, stage):
+        if stage == stage_to_fail and split.id in split_ids and attempt == 0:
+            raise RuntimeError(f"simulated failure of split {split.id} once {stage}")
+    return hook
+
+
+@pytest.mark.parametrize("stage", ["written", "committed"])
+def test_a_retried_task_leaves_no_duplicates(spark, root, histories, tmp_path, stage):
+    """Failing after the file is written (not yet visible) or after it was
+    renamed into place (as a speculative duplicate would): the retry's
+    commit replaces the same file."""
+    out = tmp_path / "out"
+    result = convert(spark, [str(root)], str(out), options(), _before_commit=fail_first_attempt(
+        stage, {0, 3}))
+    assert rows_by_partition(spark, out) == {n: h.data_records() for n, h in histories.items()}
+    files = all_files(out)
+    assert len([f for f in files if f.endswith(".parquet")]) == result.files
+    assert not any(f.startswith(TEMPORARY) for f in files) and SUCCESS in files
+
+
+def test_a_failed_job_commits_nothing_of_the_failed_task(spark, root, tmp_path):
+    out = tmp_path / "out"
+
+    def always(split, attempt, stage):
+        if stage == "written" and split.id == 1:
+            raise RuntimeError("simulated failure on every attempt")
+
+    with pytest.raises(Exception, match="simulated failure on every attempt"):
+        convert(spark, [str(root)], str(out), options(), _before_commit=always)
+    files = all_files(out)
+    assert SUCCESS not in files and not any(f.startswith(TEMPORARY) for f in files)
+    assert not any("part-00001-" in f for f in files)
+
+
+# --------------------------------------------------------- corrupt data
+
+def test_corrupt_batches_skipped_and_counted(spark, tmp_path, histories):
+    directory = tmp_path / "logs" / "payments-3"
+    write_history(str(directory), histories["payments"], segment_bytes=5000)
+    segment = sorted(n for n in os.listdir(directory) if n.endswith(".log"))[2]
+    path = directory / segment
+    data = bytearray(path.read_bytes())
+    start, end, first, last = entry_bounds(bytes(data))[0]
+    data[start + 80] ^= 0x01
+    path.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match=f"{segment}.*byte {start}"):
+        convert(spark, [str(directory)], str(out), options())
+    result = convert(spark, [str(directory)], str(out), options(onCorruptData="skip"),
+                     mode="overwrite")
+    assert [(f, s, e) for f, s, e, _ in result.skipped] == [(str(path), start, end)]
+    expected = [r for r in histories["payments"].data_records() if not first <= r[0] <= last]
+    assert spark_rows(spark.read.parquet(str(out))) == expected
+    assert "skipped 1 corrupt range(s)" in result.summary()
+
+
+# ------------------------------------------------------------------ CLI
+
+def test_the_command_line_job(spark, root, histories, tmp_path, capsys):
+    out = tmp_path / "out"
+    status = main(["spark-convert", str(root / "orders-eu-*"), "--out", str(out),
+                   "--isolation", "read_committed", "--starting-offsets", "100",
+                   "--max-bytes-per-partition", "4000", "--compression", "zstd"])
+    assert status == 0
+    printed = capsys.readouterr().out
+    expected = [r for r in histories["orders-eu"].data_records(committed_only=True)
+                if r[0] >= 100]
+    assert f"{len(expected):,} rows from 1 partition(s)" in printed
+    assert "rows/s" in printed and "bytes" in printed
+    assert spark_rows(spark.read.parquet(str(out))) == expected
+    some_file = next(os.path.join(d, n) for d, _, ns in os.walk(out) for n in ns
+                     if n.endswith(".parquet"))
+    assert pq.ParquetFile(some_file).metadata.row_group(0).column(0).compression == "ZSTD"
+    assert spark.sparkContext._jsc is not None      # the shared session was not stopped
