@@ -16,6 +16,7 @@ from log_helpers import (
 )
 
 SEGMENT_BYTES = 6000
+BASE_TS_LSO = 1_700_000_000_000
 INTERVAL = 1024
 
 
@@ -365,3 +366,76 @@ def test_segment_repr_and_names(log):
     seg = log.segments[1]
     assert isinstance(seg, Segment) and repr(seg).startswith("Segment(")
     assert seg.index_path.endswith(f"{seg.base_offset:020d}.index")
+
+
+# ------------------------------------------------ the last stable offset
+
+def txn_batch(offset, pid, n=2, ts=BASE_TS_LSO):
+    return kcodec.encode([(b"t", b"%d" % (offset + i), ts + offset + i, []) for i in range(n)],
+                         base_offset=offset, producer_id=pid, producer_epoch=0,
+                         base_sequence=offset, transactional=True)
+
+
+def plain_batch(offset, n=2, ts=BASE_TS_LSO):
+    return kcodec.encode([(b"p", b"%d" % (offset + i), ts + offset + i, []) for i in range(n)],
+                         base_offset=offset)
+
+
+def marker(kind, offset, pid):
+    return kcodec.encode_control(kind, producer_id=pid, producer_epoch=0, offset=offset,
+                                 timestamp=BASE_TS_LSO + offset)
+
+
+@pytest.mark.parametrize("with_txnindex", [True, False])
+def test_read_committed_stops_at_the_last_stable_offset(tmp_path, with_txnindex):
+    """A read_committed consumer fetches up to the LSO: the first offset of a
+    transaction still open at the log end. Records after it, committed or
+    not, are not returned (yet)."""
+    sets = [plain_batch(0), txn_batch(2, 5), marker("ABORT", 4, 5),   # 0-1 plain, 2-3 aborted
+            plain_batch(5), txn_batch(7, 6),                          # 7-8: pid 6 never ends
+            plain_batch(9), txn_batch(11, 5), marker("COMMIT", 13, 5), plain_batch(14)]
+    directory = tmp_path / "t-0"
+    write_log(str(directory), sets, segment_bytes=200, index_interval_bytes=0)
+    if not with_txnindex:
+        for name in files(directory, ".txnindex"):
+            os.remove(directory / name)
+    assert bool(files(directory, ".txnindex")) == with_txnindex
+    log = PartitionLog(directory)
+    assert log.last_stable_offset() == 7
+    want = [0, 1, 5, 6]
+    assert [r.offset for r in log.read_records(isolation="read_committed")] == want
+    assert log.decode(isolation="read_committed")["offset"].to_pylist() == want
+    assert [b.base_offset for b in log.read_batches(isolation="read_committed")] == [0, 4, 5]
+    got = [o for b in log.iter_decode(isolation="read_committed", max_rows=1)
+           for o in b.column("offset").to_pylist()]
+    assert got == want
+    assert log.decode(start_offset=6, end_offset=100, isolation="read_committed")[
+        "offset"].to_pylist() == [6]
+    assert log.decode(start_offset=9, isolation="read_committed").num_rows == 0
+    # read_uncommitted reads to the log end
+    assert log.decode()["offset"].to_pylist()[-1] == 15
+
+
+def test_last_stable_offset_from_the_producer_snapshot(tmp_path):
+    """A transaction whose first batches went with a deleted segment is known
+    from the producer snapshot the broker wrote at the roll (currentTxnFirstOffset);
+    the LSO is then the log start offset, as UnifiedLog clamps it."""
+    from kcodec.log import ProducerSnapshotEntry, encode_producer_snapshot
+    sets = [plain_batch(0), txn_batch(2, 6), plain_batch(4), txn_batch(6, 6), plain_batch(8)]
+    directory = tmp_path / "t-0"
+    paths = write_log(str(directory), sets, segment_bytes=2 * len(sets[0]) + 10, index_interval_bytes=0)
+    bases = [int(os.path.basename(p)[:20]) for p in paths]
+    assert 2 < bases[1] <= 4, bases          # pid 6's first batch is in the first segment
+    snapshot = encode_producer_snapshot([ProducerSnapshotEntry(
+        producer_id=6, producer_epoch=0, last_sequence=3, last_offset=3, offset_delta=1,
+        timestamp=BASE_TS_LSO + 3, coordinator_epoch=0, current_txn_first_offset=2)])
+    (directory / f"{bases[1]:020d}.snapshot").write_bytes(snapshot)
+    for suffix in (".log", ".index", ".timeindex"):
+        os.remove(directory / f"{bases[0]:020d}{suffix}")
+    log = PartitionLog(directory)
+    assert log.start_offset == bases[1]
+    assert log.last_stable_offset() == bases[1]
+    assert log.decode(isolation="read_committed").num_rows == 0
+    # without the snapshot the open transaction is first seen at offset 6
+    os.remove(directory / f"{bases[1]:020d}.snapshot")
+    assert PartitionLog(directory).last_stable_offset() == 6

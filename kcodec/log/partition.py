@@ -5,13 +5,14 @@ import pyarrow as pa
 
 from ..arrow import decode as decode_record_set, schema as arrow_schema
 from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from ..errors import KafkaFormatError
+from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import RecordIterator, _check_isolation, committed
 from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
 from .segment import Segment, located
-from .transactions import aborted_in, fetch_aborted
+from .transactions import TransactionTracker, fetch_aborted
 
 SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
+SNAPSHOT_NAME = re.compile(r"^\d{20}\.snapshot$")
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]{32}-(?:delete|future|stray))?$")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -57,6 +58,7 @@ class PartitionLog:
         names = sorted(n for n in os.listdir(self.directory) if SEGMENT_NAME.match(n))
         self.segments = [Segment(os.path.join(self.directory, n)) for n in names]
         self._aborted = None
+        self._open_transactions = None   # producer id -> first offset, at the log end
 
     def __repr__(self):
         return f"PartitionLog({self.directory!r}, segments={len(self.segments)})"
@@ -80,7 +82,7 @@ class PartitionLog:
         """{snapshot offset: [ProducerSnapshotEntry]} of the .snapshot files."""
         found = {}
         for name in sorted(os.listdir(self.directory)):
-            if re.match(r"^\d{20}\.snapshot$", name):
+            if SNAPSHOT_NAME.match(name):
                 found[int(name[:20])] = read_producer_snapshot(os.path.join(self.directory, name))
         return found
 
@@ -94,13 +96,64 @@ class PartitionLog:
             if any(seg.has_txn_index for seg in self.segments):
                 self._aborted = [t for seg in self.segments for t in seg.aborted_transactions()]
             else:
-                self._aborted = aborted_in(self._all_batches())
+                tracker, _ = self._tracker_from_snapshot(self.start_offset)
+                self._aborted = [t for t in map(tracker.append, self._all_batches())
+                                 if t is not None]
+                self._open_transactions = dict(tracker.open)
         return list(self._aborted)
 
-    def _all_batches(self):
-        for seg in self.segments:
-            for _, batch in seg.batches(verify_crc=False):
-                yield batch
+    def last_stable_offset(self):
+        """The offset a read_committed consumer reads up to: the first offset
+        of the earliest transaction still open at the log end (no COMMIT or
+        ABORT marker yet; not below the log start offset), else the log end
+        offset. (A broker also caps it at
+        the high watermark, which a partition directory does not record.)"""
+        if self._open_transactions is None:
+            self.aborted_transactions()
+        if self._open_transactions is None:
+            self._open_transactions = self._scan_open_transactions()
+        first_open = min(self._open_transactions.values(), default=self.end_offset)
+        return max(first_open, self.start_offset)     # as UnifiedLog clamps it
+
+    def _scan_open_transactions(self):
+        """Transactions open at the log end, as the broker recovers them: the
+        latest producer snapshot's ongoing transactions, then the batches
+        after it (the whole log when there is no readable snapshot)."""
+        tracker, start = self._tracker_from_snapshot(self.end_offset)
+        for batch in self._all_batches(start):
+            tracker.append(batch)
+        return dict(tracker.open)
+
+    def _tracker_from_snapshot(self, at_most):
+        """A TransactionTracker holding the ongoing transactions of the latest
+        readable producer snapshot at or below offset `at_most`, and that
+        snapshot's offset (None when there is none)."""
+        tracker = TransactionTracker()
+        snapshots = sorted(int(n[:20]) for n in os.listdir(self.directory)
+                           if SNAPSHOT_NAME.match(n) and int(n[:20]) <= at_most)
+        for offset in reversed(snapshots):
+            try:
+                entries = read_producer_snapshot(
+                    os.path.join(self.directory, f"{offset:020d}.snapshot"))
+            except CorruptIndexError:
+                continue
+            tracker.open.update((e.producer_id, e.current_txn_first_offset)
+                                for e in entries if e.current_txn_first_offset >= 0)
+            return tracker, offset
+        return tracker, None
+
+    def _all_batches(self, start_offset=None):
+        for seg, position in self._ranges(start_offset, None):
+            for _, batch in seg.batches(position, verify_crc=False):
+                if start_offset is None or batch.last_offset >= start_offset:
+                    yield batch
+
+    def _committed_end(self, isolation, end_offset):
+        """end_offset, capped at the last stable offset for read_committed."""
+        if _check_isolation(isolation) != "read_committed":
+            return end_offset
+        stable = self.last_stable_offset()
+        return stable if end_offset is None else min(end_offset, stable)
 
     # ------------------------------------------------------------- reading
     def _ranges(self, start_offset, end_offset):
@@ -132,8 +185,9 @@ class PartitionLog:
         """The batches holding offsets in [start_offset, end_offset), in log
         order, headers only (nothing decompressed until iterated). A Batch's
         `position` is relative to where the read started in its segment."""
+        end_offset = self._committed_end(isolation, end_offset)
         batches = self._batches(start_offset, end_offset)
-        if _check_isolation(isolation) != "read_committed":
+        if isolation != "read_committed":
             return batches
         return committed(batches, fetch_aborted(self.aborted_transactions(), start_offset or 0))
 
@@ -150,7 +204,9 @@ class PartitionLog:
     def read_records(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted",
                      include_control=False):
         """Records with offsets in [start_offset, end_offset), as a consumer
-        with this isolation level sees them."""
+        with this isolation level sees them (read_committed: up to the last
+        stable offset)."""
+        end_offset = self._committed_end(isolation, end_offset)
         batches = self.read_batches(start_offset, end_offset, isolation=isolation)
         return RecordIterator(batches, include_control, start_offset, end_offset)
 
@@ -208,9 +264,10 @@ class PartitionLog:
                        isolation, batch_columns, max_rows, max_bytes):
         start_offset, end_offset = self._resolve(start_offset, end_offset, start_timestamp,
                                                  end_timestamp)
+        end_offset = self._committed_end(isolation, end_offset)
         if start_offset is not None and end_offset is not None and start_offset >= end_offset:
             return
-        committed_only = _check_isolation(isolation) == "read_committed"
+        committed_only = isolation == "read_committed"
         aborted = self.aborted_transactions() if committed_only else None
         expansion = _FIRST_EXPANSION
         for seg, position in self._ranges(start_offset, end_offset):
