@@ -250,3 +250,50 @@ def test_convert_an_empty_range(capsys, history_dir, tmp_path):
     status, _, _ = run(capsys, "convert", directory, "--to", str(target),
                        "--start-offset", str(10**9))
     assert status == 0 and pq.read_table(target).num_rows == 0
+
+
+def test_dump_empty_index_is_reported_before_the_sanity_check(capsys, tmp_path):
+    """DumpLogSegments.dumpIndex returns "<file> is empty." when the index
+    has no entries, before looking at --index-sanity-check."""
+    path = tmp_path / f"{0:020d}.index"
+    path.write_bytes(b"")
+    status, out, err = run(capsys, "dump", "--files", str(path), "--index-sanity-check")
+    assert out == [f"Dumping {path}", f"{path} is empty."]
+
+
+def test_dump_index_mismatches_print_last_found_first(capsys, history_dir, tmp_path):
+    """The tool prepends each mismatch to its list (Scala ::=), so the summary
+    lists the last index entry first."""
+    directory, _ = history_dir
+    copy = tmp_path / "m-0"
+    shutil.copytree(directory, copy)
+    seg = PartitionLog(copy).segments[0]
+    raw = bytearray(open(seg.index_path, "rb").read())
+    entries = list(struct.iter_unpack(">ii", raw))
+    assert len(entries) >= 2
+    for i, (rel, pos) in enumerate(entries[:2]):
+        struct.pack_into(">i", raw, 8 * i + 4, pos + 1)      # no batch starts there
+    open(seg.index_path, "wb").write(raw)
+    status, out, err = run(capsys, "dump", "--files", seg.index_path, "--verify-index-only")
+    assert err[0] == f"Mismatches in :{os.path.abspath(seg.index_path)}"
+    assert [line.split(",")[0] for line in err[1:]] == [
+        f"  Index offset: {seg.base_offset + rel}" for rel, _ in reversed(entries[:2])]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_dump_legacy_record_lines(capsys, tmp_path, magic):
+    """Legacy records end " isValid: <b> crc: <crc>}" (the tool's spelling)."""
+    data = kcodec.encode([(b"k", b"v1", 1000, []), (None, b"v2", 1001, [])], magic=magic)
+    directory = tmp_path / "legacy-0"
+    write_log(str(directory), data)
+    path = str(directory / f"{0:020d}.log")
+    raw = open(path, "rb").read()
+    status, out, err = run(capsys, "dump", "--files", path, "--deep-iteration")
+    records = [line for line in out if line.startswith("| ")]
+    second = 12 + struct.unpack_from(">i", raw, 8)[0]
+    for (pos, key_size, value), line in zip([(0, 1, b"v1"), (second, -1, b"v2")], records):
+        crc = struct.unpack_from(">I", raw, pos + 12)[0]
+        ts = (f"CreateTime: {1000 + (pos > 0)}" if magic else "NoTimestampType: -1")
+        assert line == (f"| offset: {int(pos > 0)} {ts} keySize: {key_size} valueSize: "
+                        f"{len(value)} isValid: true crc: {crc}}}")
+    assert len(records) == 2

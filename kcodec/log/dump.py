@@ -180,7 +180,10 @@ class Dumper:
                 keys = ",".join(k for k, _ in record.headers)
                 line += f" sequence: {record.sequence} headerKeys: [{keys}]"
             else:
-                line += f" crc: {batch.crc} isvalid: {str(batch.crc_valid).lower()}"
+                # The tool's own spelling, closing brace included. For a
+                # compressed wrapper it prints the inner message's CRC, which
+                # Record does not expose: the wrapper's is printed here.
+                line += f" isValid: {str(batch.crc_valid).lower()} crc: {batch.crc}}}"
             if control is not None:
                 if control.type in ("COMMIT", "ABORT"):
                     line += (f" endTxnMarker: {control.type} "
@@ -208,14 +211,14 @@ class Dumper:
 
     def dump_index(self, path):
         opts = self.options
+        base = base_offset_of(path)
+        entries = _used(_entries(path, OFFSET_ENTRY), zero_first_entry_is_padding=False)
+        if len(entries) == 0:          # the tool says so before any sanity check
+            self.emit(f"{path} is empty.", type="empty", file=path)
+            return
         if opts.index_sanity_check:
             OffsetIndex(path)
             self.emit(f"{path} passed sanity check.", type="sanity", file=path, passed=True)
-            return
-        base = base_offset_of(path)
-        entries = _used(_entries(path, OFFSET_ENTRY), zero_first_entry_is_padding=False)
-        if len(entries) == 0:
-            self.emit(f"{path} is empty.", type="empty", file=path)
             return
         log = self._log_beside(path)
         for relative, position in entries.tolist():
@@ -297,10 +300,13 @@ class Dumper:
 
     # ------------------------------------------------------------ summary
     def report(self):
+        """The tool's summary on stderr. It prepends index mismatches and
+        non-consecutive pairs to its lists (Scala `::=`), so those print last
+        found first; the time index lists keep their order."""
         write = self.err.write
         for name, pairs in self.index_mismatches.items():
             write(f"Mismatches in :{name}\n")
-            for index_offset, log_offset in pairs:
+            for index_offset, log_offset in reversed(pairs):
                 write(f"  Index offset: {index_offset}, log offset: {log_offset}\n")
         for name, pairs in self.time_errors["mismatch"].items():
             write(f"Found timestamp mismatch in :{name}\n")
@@ -317,7 +323,7 @@ class Dumper:
                 write(f"Indexed offset: {indexed}, found log offset: {found}\n")
         for name, pairs in self.non_consecutive.items():
             write(f"Non-consecutive offsets in {name}\n")
-            for first, second in pairs:
+            for first, second in reversed(pairs):
                 write(f"  {first} is followed by {second}\n")
 
 
