@@ -7,7 +7,8 @@ import struct
 import pytest
 
 from kcodec import CrcMismatchError, KafkaFormatError
-from kcodec.log import PartitionLog, salvage
+import kcodec
+from kcodec.log import PartitionLog, salvage, write_log
 from log_helpers import entry_bounds, scripted_history, view, write_history
 
 
@@ -174,3 +175,21 @@ def test_salvage_of_a_clean_log_keeps_everything(pristine):
     assert skipped and not skipped.problems
     assert [g.batch.base_offset for g in good] == [a.base_offset for a in history.appends]
     assert b"".join(bytes(g.data) for g in good) == history.record_set()
+
+
+def test_time_index_naming_the_record_with_the_max_timestamp_verifies(tmp_path):
+    """Brokers before the shallow-offset change indexed an uncompressed
+    append under the offset of its record holding the max timestamp, inside
+    the batch: a valid index. An offset outside every batch is not."""
+    rows = [(b"k", b"v", ts, []) for ts in (1000, 1500, 1200)]     # max at offset 1
+    data = kcodec.encode(rows) + kcodec.encode(rows, base_offset=3)
+    directory = tmp_path / "t-0"
+    write_log(str(directory), data)
+    stem = directory / f"{0:020d}"
+    (stem.with_suffix(".timeindex")).write_bytes(struct.pack(">qi", 1500, 1))
+    assert PartitionLog(directory).verify(), str(PartitionLog(directory).verify())
+    (stem.with_suffix(".timeindex")).write_bytes(struct.pack(">qi", 1500, 1)
+                                                 + struct.pack(">qi", 1600, 4))
+    report = PartitionLog(directory).verify()
+    assert [(p.file, p.position) for p in report] == [(str(stem) + ".timeindex", 12)]
+    assert "1500" in report.problems[0].message          # that batch's max timestamp

@@ -6,6 +6,7 @@ looks for the next byte position at which an intact entry starts (plausible
 framing first, then a full read whose CRC must hold) and reports the bytes
 in between as skipped.
 """
+import bisect
 import os
 from collections import namedtuple
 
@@ -163,8 +164,8 @@ def verify_log(log, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
     """Check a PartitionLog: every entry intact (CRC, records), offsets
     increasing within and across segments and within each segment's range,
     every .index entry naming the last offset of the batch at its position,
-    every .timeindex entry naming a batch's last offset and that batch's
-    max timestamp, the .txnindex entries equal to the ABORT markers found,
+    every .timeindex entry naming an offset of a batch (its last, as current
+    brokers write) and that batch's max timestamp, the .txnindex entries equal to the ABORT markers found,
     and the checkpoint and snapshot files readable."""
     problems, checked = [], []
     tracker = TransactionTracker()
@@ -173,7 +174,7 @@ def verify_log(log, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
     for i, seg in enumerate(log.segments):
         checked.append(seg.log_path)
         following = log.segments[i + 1].base_offset if i + 1 < len(log.segments) else None
-        batches = {}                  # position -> (last offset, max timestamp)
+        batches = {}                  # position -> (first offset, last offset, max timestamp)
         aborted = []
         for event in scan(seg, max_entry_bytes):
             if event[0] == "skip":
@@ -195,7 +196,7 @@ def verify_log(log, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
                                         f"batch ends at offset {batch.last_offset}, at or past "
                                         f"the next segment's base offset {following}"))
             previous_last = batch.last_offset
-            batches[position] = (batch.last_offset, batch.max_timestamp)
+            batches[position] = (first, batch.last_offset, batch.max_timestamp)
             completed = tracker.append(batch)
             if completed is not None:
                 aborted.append(completed)
@@ -238,9 +239,9 @@ def _check_offset_index(seg, batches, checked):
         if found is None:
             problems.append(Problem(index.path, at, f"entry (offset {offset}, position "
                                     f"{position}) does not point at the start of a batch"))
-        elif found[0] != offset:
+        elif found[1] != offset:
             problems.append(Problem(index.path, at, f"entry (offset {offset}, position "
-                                    f"{position}): the batch there ends at offset {found[0]}"))
+                                    f"{position}): the batch there ends at offset {found[1]}"))
     return problems
 
 
@@ -250,16 +251,20 @@ def _check_time_index(seg, batches, checked):
     if index is None:
         return problems
     checked.append(index.path)
-    by_last_offset = {last: max_ts for last, max_ts in batches.values()}
+    # Brokers name the batch's last offset (current versions, recovery, the
+    # cleaner) or, for uncompressed appends on older versions, the offset of
+    # the record holding the max timestamp: any offset of the batch.
+    spans = sorted(batches.values(), key=lambda b: b[1])
+    lasts = [last for _, last, _ in spans]
     for i, (timestamp, offset) in enumerate(index):
         at = i * index.entry_size
-        if offset not in by_last_offset:
+        j = bisect.bisect_left(lasts, offset)
+        if j == len(spans) or spans[j][0] > offset:
             problems.append(Problem(index.path, at, f"entry (timestamp {timestamp}, offset "
-                                    f"{offset}) names no batch's last offset"))
-        elif by_last_offset[offset] != timestamp:
+                                    f"{offset}) names an offset no batch holds"))
+        elif spans[j][2] != timestamp:
             problems.append(Problem(index.path, at, f"entry (timestamp {timestamp}, offset "
-                                    f"{offset}): that batch's max timestamp is "
-                                    f"{by_last_offset[offset]}"))
+                                    f"{offset}): that batch's max timestamp is {spans[j][2]}"))
     return problems
 
 
