@@ -6,7 +6,7 @@ import pyarrow as pa
 from ..arrow import decode as decode_record_set, schema as arrow_schema
 from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ..errors import CorruptIndexError, KafkaFormatError
-from ..records import RecordIterator, _check_isolation, committed
+from ..records import RecordIterator, _check_isolation, committed, overlaps
 from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
 from .segment import Segment, located
 from .transactions import TransactionTracker, fetch_aborted
@@ -24,9 +24,9 @@ _FIRST_EXPANSION = 8.0
 
 
 def _starts_at_or_after(batch, offset):
-    # A compressed v0/v1 wrapper's first offset is known only inside it.
-    known = batch.magic == 2 or batch.compression == "none"
-    return known and batch.base_offset >= offset
+    """Whether every offset of `batch` is at or after `offset`: reading in
+    log order, nothing below `offset` can follow (records.overlaps' rule)."""
+    return not overlaps(batch, None, offset)
 
 
 def parse_partition_dir(name):
@@ -197,9 +197,8 @@ class PartitionLog:
                                         max_decompressed_bytes=self.max_decompressed_bytes):
                 if end_offset is not None and _starts_at_or_after(batch, end_offset):
                     return
-                if start_offset is not None and batch.last_offset < start_offset:
-                    continue
-                yield batch
+                if overlaps(batch, start_offset, None):
+                    yield batch
 
     def read_records(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted",
                      include_control=False):

@@ -164,12 +164,10 @@ class Segment:
     def find_offset_by_timestamp(self, timestamp, starting_offset=0):
         """(offset, timestamp) of the first record at or after `timestamp`,
         the broker's LogSegment.findOffsetByTimestamp; None if none is here."""
-        start = 0
+        target = starting_offset
         if self.time_index is not None:
-            indexed = self.time_index.lookup(timestamp)
-            target = max(indexed.offset, starting_offset)
-            if self.offset_index is not None:
-                start = self.offset_index.lookup(target).position
+            target = max(self.time_index.lookup(timestamp).offset, starting_offset)
+        start = self.offset_index.lookup(target).position if self.offset_index is not None else 0
         for position, batch in self.batches(start):
             if batch.max_timestamp < timestamp:
                 continue
