@@ -5,12 +5,15 @@ one). Each task decodes its split with the compiled core and writes Parquet
 with pyarrow straight into PATH/topic=T/partition=P/, so no row crosses
 Spark's Python-to-JVM transport.
 
-Commit protocol: a task writes PATH/_temporary/<job>/<split>-<attempt>/ and,
-once its file is complete, renames it to a name fixed by the job and the
-split — a retried or speculative attempt replaces the same file, so rows
-never appear twice. The driver writes PATH/_SUCCESS after every task
-committed and removes _temporary. Renames are atomic on local disks and
-HDFS; object stores (s3://) copy, so readers there should wait for _SUCCESS.
+Commit protocol (Hadoop's FileOutputCommitter, algorithm 1): a task writes
+PATH/_temporary/<job>/<split>-<attempt>/ and, once its file is complete,
+commits it by renaming it to PATH/_temporary/<job>/committed/, under a name
+fixed by the job and the split — a retried or speculative attempt replaces
+the same file, so rows never appear twice. When every task has committed,
+the driver renames the committed files into PATH/topic=T/partition=P/,
+writes PATH/_SUCCESS and removes _temporary; tasks of a failed job (which
+Spark may leave running) can only ever write below _temporary. Renames are
+atomic on local disks and HDFS; object stores (s3://) copy instead.
 """
 import os
 import time
@@ -73,9 +76,9 @@ class _Task:
         from pyspark import TaskContext
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
-        name = f"part-{split.id:05d}-{self.job}.{self.compression}.parquet"
+        name = part_name(split, self.job, self.compression)
         scratch = self._path(TEMPORARY, self.job, f"{split.id}-{attempt}")
-        final_dir = self._path(f"topic={split.topic}", f"partition={split.partition}")
+        committed = self._path(TEMPORARY, self.job, "committed")
         fs = self.filesystem
         fs.create_dir(scratch)
         target = arrow_schema(kafka_schema(self.options.include_headers))
@@ -96,16 +99,33 @@ class _Task:
         if writer is not None:
             size = fs.get_file_info(f"{scratch}/{name}").size
             self._hook(split, attempt, "written")
-            fs.create_dir(final_dir)
-            fs.move(f"{scratch}/{name}", f"{final_dir}/{name}")
+            fs.create_dir(committed)
+            fs.move(f"{scratch}/{name}", f"{committed}/{name}")
             self._hook(split, attempt, "committed")
         fs.delete_dir(scratch)
-        return dict(rows=report.rows, log_bytes=report.log_bytes, parquet_bytes=size,
-                    files=int(writer is not None), skipped=report.skipped)
+        return dict(split=split.id, topic=split.topic, partition=split.partition,
+                    file=name if writer is not None else None, rows=report.rows,
+                    log_bytes=report.log_bytes, parquet_bytes=size, skipped=report.skipped)
 
     def _hook(self, split, attempt, stage):
         if self.before_commit is not None:
             self.before_commit(split, attempt, stage)
+
+
+def part_name(split, job, compression):
+    return f"part-{split.id:05d}-{job}.{compression}.parquet"
+
+
+def _commit_job(fs, out, job, results):
+    """Move the committed files into place; False when there were none."""
+    committed = f"{out}/{TEMPORARY}/{job}/committed"
+    for result in results:
+        if result["file"] is None:
+            continue
+        final_dir = f"{out}/topic={result['topic']}/partition={result['partition']}"
+        fs.create_dir(final_dir)
+        fs.move(f"{committed}/{result['file']}", f"{final_dir}/{result['file']}")
+    return any(r["file"] for r in results)
 
 
 def _prepare(fs, out, mode):
@@ -139,7 +159,7 @@ def convert(spark, paths, out, options, *, compression="snappy", mode="error",
             ordered = sorted(splits, key=lambda s: -s.size)
             rdd = spark.sparkContext.parallelize(ordered, len(ordered))
             results = rdd.map(task).collect()
-        if not any(r["files"] for r in results):
+        if not _commit_job(fs, out_path, job, results):
             # No rows: one empty file keeps the schema readable.
             target = arrow_schema(kafka_schema(options.include_headers))
             pq.write_table(target.empty_table(),
@@ -147,16 +167,21 @@ def convert(spark, paths, out, options, *, compression="snappy", mode="error",
         with fs.open_output_stream(f"{out_path}/{SUCCESS}"):
             pass
     finally:
-        fs.delete_dir_contents(f"{out_path}/{TEMPORARY}", missing_dir_ok=True)
-        if fs.get_file_info(f"{out_path}/{TEMPORARY}").type == pafs.FileType.Directory:
-            fs.delete_dir(f"{out_path}/{TEMPORARY}")
+        _remove(fs, f"{out_path}/{TEMPORARY}")
     return ConvertResult(
         out=out, rows=sum(r["rows"] for r in results),
         log_bytes=sum(r["log_bytes"] for r in results),
         parquet_bytes=sum(r["parquet_bytes"] for r in results),
-        files=sum(r["files"] for r in results), tasks=len(splits), partitions=len(partitions),
+        files=sum(r["file"] is not None for r in results), tasks=len(splits), partitions=len(partitions),
         elapsed=time.perf_counter() - started,
         skipped=[s for r in results for s in r["skipped"]])
+
+
+def _remove(fs, directory):
+    try:
+        fs.delete_dir(directory)
+    except FileNotFoundError:
+        pass
 
 
 def local_session(master="local[*]", app_name="kcodec spark-convert", **conf):
