@@ -173,6 +173,19 @@ def test_read_committed_drops_aborted_transactions(spark, orders, histories, opt
     assert uncommitted.count() == len(history.data_records())
 
 
+def test_read_committed_stops_at_a_transaction_still_open(spark, tmp_path):
+    plain = kcodec.encode([(b"a", b"1", 1_700_000_000_000, [])] * 5)
+    open_txn = kcodec.encode([(b"t", b"2", 1_700_000_000_100, [])] * 3, base_offset=5,
+                             producer_id=9, producer_epoch=0, base_sequence=0,
+                             transactional=True)
+    after = kcodec.encode([(b"b", b"3", 1_700_000_000_200, [])] * 4, base_offset=8)
+    directory = str(tmp_path / "open-0")
+    write_log(directory, [plain, open_txn, after])
+    committed = read(spark, directory, **{"kafka.isolation.level": "read_committed"})
+    assert [r["offset"] for r in committed.collect()] == [0, 1, 2, 3, 4]
+    assert read(spark, directory).count() == 12
+
+
 # -------------------------------------------------------- offset bounds
 
 def test_numeric_offsets_bound_every_partition(spark, orders, histories):

@@ -95,6 +95,10 @@ def resolve_bounds(log, options):
     if lost and options.fail_on_data_loss:
         raise DataLossError(f"{log.directory}: " + "; ".join(lost) +
                             " (set failOnDataLoss=false to read what is there)")
+    if options.isolation == "read_committed":
+        # A read_committed consumer reads no further than the last stable
+        # offset: the first offset of a transaction still open at the log end.
+        end = min(end, log.last_stable_offset())
     return start, max(start, end)
 
 
