@@ -4,6 +4,10 @@ functions, and the spark-convert job.
 
 Everything here decodes with the compiled core into Arrow columns; no
 Python object is made per record."""
+from .functions import (
+    decode_record_sets, decode_udf, explode_records, make_decode_udf, record_set_decoder,
+    records_type,
+)
 from .options import ReadOptions, parse_options
 from .plan import DataLossError, Split, plan
 from .read import SplitReport, read_skip_reports, read_split
@@ -20,5 +24,6 @@ def register(spark):
 __all__ = [
     "register", "KafkaLogDataSource", "kafka_schema", "record_schema", "arrow_schema",
     "to_spark_arrow", "ReadOptions", "parse_options", "plan", "Split", "DataLossError",
-    "read_split", "SplitReport", "read_skip_reports",
+    "read_split", "SplitReport", "read_skip_reports", "decode_record_sets", "explode_records",
+    "record_set_decoder", "decode_udf", "make_decode_udf", "records_type",
 ]

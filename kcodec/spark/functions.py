@@ -1,0 +1,181 @@
+"""Record sets decoded inside Spark's partition functions.
+
+A record set is what a fetch response carries or a .log file holds: bytes
+of concatenated batches. Each is handed whole to the compiled core, which
+returns Arrow columns; only the per-record-set loop is Python.
+"""
+import functools
+import warnings
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
+
+from ..arrow import decode
+from .schema import arrow_schema, record_schema, to_spark_arrow
+
+
+def _spark_record_schema(include_headers, topic, partition):
+    fields = list(record_schema(include_headers).fields)
+    at = 2
+    if topic is not None:
+        fields.insert(at, StructField("topic", StringType()))
+        at += 1
+    if partition is not None:
+        fields.insert(at, StructField("partition", IntegerType()))
+    return StructType(fields)
+
+
+def _decoded(data, options):
+    """kcodec.decode of one record set (a bytes-like or pyarrow Buffer), or
+    None for a null one."""
+    if data is None:
+        return None
+    return decode(data, **options)
+
+
+def _decode_options(topic, partition, isolation, verify_crc):
+    return dict(topic=topic, partition=partition, isolation=isolation, verify_crc=verify_crc)
+
+
+def decode_record_sets(record_sets, *, include_headers=True, topic=None, partition=None,
+                       isolation="read_uncommitted", verify_crc=True):
+    """pyarrow.RecordBatches of the records of each record set (bytes-like,
+    None skipped), typed as Spark's Kafka source types them (key, value,
+    [topic, partition,] offset, timestamp, timestampType[, headers]).
+
+    For rdd.mapPartitions: rdd.mapPartitions(decode_record_sets) turns an
+    RDD of record sets into an RDD of Arrow batches."""
+    target = arrow_schema(_spark_record_schema(include_headers, topic, partition))
+    options = _decode_options(topic, partition, isolation, verify_crc)
+    for data in record_sets:
+        table = _decoded(data, options)
+        if table is not None and table.num_rows:
+            yield from to_spark_arrow(table, target).to_batches()
+
+
+def _buffers(column):
+    """Each value of a binary column as a zero-copy pyarrow Buffer (None for nulls)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_large_binary(column.type):
+        offsets = np.frombuffer(column.buffers()[1], np.int64)
+    elif pa.types.is_binary(column.type):
+        offsets = np.frombuffer(column.buffers()[1], np.int32)
+    else:
+        raise TypeError(f"expected a binary column of record sets, not {column.type}")
+    offsets = offsets[column.offset:column.offset + len(column) + 1]
+    data = column.buffers()[2]
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    for i in range(len(column)):
+        if not valid[i]:
+            yield None
+        elif data is None:
+            yield b""
+        else:
+            yield data.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i]))
+
+
+def _explode(batches, column, others, output, include_headers, options):
+    target = arrow_schema(output)
+    records = arrow_schema(_spark_record_schema(include_headers, options["topic"],
+                                                options["partition"]))
+    for batch in batches:
+        tables, counts = [], []
+        for data in _buffers(batch.column(column)):
+            table = _decoded(data, options)
+            counts.append(0 if table is None else table.num_rows)
+            if table is not None and table.num_rows:
+                tables.append(to_spark_arrow(table, records))
+        if not tables:
+            continue
+        decoded = pa.concat_tables(tables).combine_chunks()
+        rows = np.repeat(np.arange(len(counts)), counts)
+        carried = batch.select(others).take(pa.array(rows)) if others else None
+        arrays = []
+        for field in target:
+            source = decoded if field.name in records.names else carried
+            array = source.column(field.name)
+            if isinstance(array, pa.ChunkedArray):
+                array = array.combine_chunks()
+            arrays.append(array if array.type.equals(field.type) else array.cast(field.type))
+        yield pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def explode_records(df, column, *, include_headers=True, topic=None, partition=None,
+                    isolation="read_uncommitted", verify_crc=True):
+    """A DataFrame with one row per record of the record sets in the binary
+    `column` of `df` (e.g. spark.read.format("binaryFile")'s content, or
+    captured fetch payloads), decoded in df.mapInArrow by the compiled core.
+
+    The other columns of `df` are repeated on each record of their row, then
+    come key, value, [topic, partition,] offset, timestamp, timestampType and
+    headers; `topic`/`partition` give constant columns when df has none."""
+    if column not in df.columns:
+        raise ValueError(f"no column {column!r} in {df.columns}")
+    others = [c for c in df.columns if c != column]
+    decoded = _spark_record_schema(include_headers, topic, partition)
+    clash = sorted(set(others) & set(decoded.names))
+    if clash:
+        raise ValueError(f"columns {clash} of the DataFrame clash with the decoded records' "
+                         "columns; rename them first")
+    output = StructType([df.schema[c] for c in others] + list(decoded.fields))
+    options = _decode_options(topic, partition, isolation, verify_crc)
+    function = functools.partial(_explode, column=column, others=others, output=output,
+                                 include_headers=include_headers, options=options)
+    return df.mapInArrow(function, output)
+
+
+def record_set_decoder(column, output, *, include_headers=True, topic=None, partition=None,
+                       isolation="read_uncommitted", verify_crc=True):
+    """The function explode_records hands to df.mapInArrow, for use with
+    mapInArrow directly: Iterator[RecordBatch] -> Iterator[RecordBatch]."""
+    options = _decode_options(topic, partition, isolation, verify_crc)
+    others = [f.name for f in output if f.name not in _spark_record_schema(
+        include_headers, topic, partition).names]
+    return functools.partial(_explode, column=column, others=others, output=output,
+                             include_headers=include_headers, options=options)
+
+
+def records_type(include_headers=True):
+    """array<struct<key, value, offset, timestamp, timestampType[, headers]>>"""
+    return ArrayType(record_schema(include_headers))
+
+
+def _decode_to_lists(column, include_headers, options):
+    element = record_schema(include_headers)
+    struct_type = to_arrow_type(element, timezone="UTC")
+    target = pa.schema(list(struct_type))
+    list_type = to_arrow_type(ArrayType(element), timezone="UTC")
+    pieces, offsets, nulls = [], [0], []
+    for data in _buffers(column):
+        table = _decoded(data, options)
+        nulls.append(table is None)
+        if table is not None and table.num_rows:
+            pieces.append(to_spark_arrow(table, target))
+        offsets.append(offsets[-1] + (0 if table is None else table.num_rows))
+    values = pa.concat_tables(pieces).combine_chunks() if pieces else target.empty_table()
+    structs = pa.StructArray.from_arrays(
+        [values.column(i).combine_chunks() if isinstance(values.column(i), pa.ChunkedArray)
+         else values.column(i) for i in range(values.num_columns)], fields=list(struct_type))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=list_type,
+                                    mask=pa.array(nulls, pa.bool_()))
+
+
+def make_decode_udf(*, include_headers=True, isolation="read_uncommitted", verify_crc=True):
+    """An Arrow UDF: a binary column of record sets -> array<struct<key,
+    value, offset, timestamp, timestampType, headers>> (null for a null
+    record set), decoded by the compiled core. Needs PySpark 4.1+."""
+    from pyspark.sql.functions import arrow_udf
+    from pyspark.sql.pandas.functions import ArrowUDFType
+    options = _decode_options(None, None, isolation, verify_crc)
+    function = functools.partial(_decode_to_lists, include_headers=include_headers,
+                                 options=options)
+    with warnings.catch_warnings():
+        # A partial carries no type hints to infer the UDF kind from; it is given.
+        warnings.filterwarnings("ignore", "It is preferred to specify type hints")
+        return arrow_udf(function, records_type(include_headers), ArrowUDFType.SCALAR)
+
+
+decode_udf = make_decode_udf()
