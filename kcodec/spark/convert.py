@@ -29,6 +29,11 @@ from .read import SplitReport, read_split
 from .schema import arrow_schema, kafka_schema, to_spark_arrow
 
 SUCCESS = "_SUCCESS"
+# Keys, values and offsets rarely repeat: dictionary pages and min/max
+# statistics for them cost a third of the write time and buy nothing, so
+# those go to the columns that repeat or that readers prune on.
+DICTIONARY_COLUMNS = ["topic", "partition", "timestampType", "headers"]
+STATISTICS_COLUMNS = ["topic", "partition", "offset", "timestamp", "timestampType"]
 TEMPORARY = "_temporary"
 
 
@@ -89,8 +94,10 @@ class _Task:
                 if not table.num_rows:
                     continue
                 if writer is None:
-                    writer = pq.ParquetWriter(fs.open_output_stream(f"{scratch}/{name}"), target,
-                                              compression=self.compression)
+                    writer = pq.ParquetWriter(
+                        fs.open_output_stream(f"{scratch}/{name}"), target,
+                        compression=self.compression, use_dictionary=DICTIONARY_COLUMNS,
+                        write_statistics=STATISTICS_COLUMNS)
                 writer.write_table(to_spark_arrow(table, target))
         finally:
             if writer is not None:
