@@ -4,7 +4,6 @@ logs (log_helpers' scripted histories) and against kcodec.log."""
 import json
 import os
 import pkgutil
-import shutil
 import struct
 
 import pyarrow.fs as pafs

@@ -9,7 +9,8 @@ from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import RecordIterator, _check_isolation, committed, overlaps
 from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
 from .segment import Segment, located
-from .transactions import TransactionTracker, fetch_aborted
+from ..records import TransactionTracker
+from .transactions import fetch_aborted
 
 SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 SNAPSHOT_NAME = re.compile(r"^\d{20}\.snapshot$")

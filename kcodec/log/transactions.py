@@ -1,6 +1,5 @@
-"""Aborted transactions of a log, as a Fetch carries them. The rule that finds
-them from the markers is the facade's (kcodec.records.TransactionTracker)."""
-from ..records import AbortedTxn, TransactionTracker, aborted_in  # noqa: F401
+"""Aborted transactions of a log as a Fetch carries them. The rule that finds
+them from the markers is kcodec.records.TransactionTracker."""
 
 
 def fetch_aborted(aborted, first_offset):

@@ -16,7 +16,7 @@ from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import read_batches
 from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
 from .segment import Segment, located
-from .transactions import TransactionTracker
+from ..records import TransactionTracker
 
 INT32_MAX = (1 << 31) - 1
 DEFAULT_MAX_ENTRY_BYTES = 64 << 20

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..records import encode, read_batches
 from .indexes import NO_TIMESTAMP, OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, write_leader_epoch_checkpoint
-from .transactions import TransactionTracker
+from ..records import TransactionTracker
 
 INT32_MAX = (1 << 31) - 1
 

@@ -9,7 +9,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import arrow as kcodec_arrow
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
                                      StructField("value", BinaryType())]))
