@@ -1,0 +1,183 @@
+"""Kafka's framing: an int32 size before every request and response, request
+headers v0-v2 and response headers v0-v1, and a splitter that cuts a byte
+stream arriving in arbitrary chunks into whole frames."""
+import struct
+from collections import namedtuple
+
+from .errors import API_KEYS, API_NAMES, ProtocolError, UnsupportedVersionError
+from .messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES
+from .schema import Reader
+
+DEFAULT_MAX_FRAME_BYTES = 100 << 20
+API_VERSIONS_KEY = 18
+
+Request = namedtuple("Request", "api_key api_version correlation_id client_id body header")
+Response = namedtuple("Response", "correlation_id body header")
+
+_SIZE = struct.Struct(">i")
+_PEEK = struct.Struct(">hhi")
+
+
+def api_key(api):
+    """The key of an API given by name ("Fetch") or key (1)."""
+    if isinstance(api, int):
+        return api
+    try:
+        return API_KEYS[api]
+    except KeyError:
+        raise UnsupportedVersionError(f"unknown API {api!r}") from None
+
+
+def _schema(table, api, kind):
+    key = api_key(api)
+    try:
+        return table[key]
+    except KeyError:
+        raise UnsupportedVersionError(
+            f"no schema for the {API_NAMES.get(key, key)} {kind}",
+            api=API_NAMES.get(key, key)) from None
+
+
+def request_schema(api):
+    return _schema(REQUESTS, api, "request")
+
+
+def response_schema(api):
+    return _schema(RESPONSES, api, "response")
+
+
+def request_header_version(api, version):
+    return 2 if version in request_schema(api).flexible else 1
+
+
+def response_header_version(api, version):
+    # ApiVersions responses keep header v0 even when flexible, so that a client
+    # can always read the versions a broker supports.
+    key = api_key(api)
+    if key == API_VERSIONS_KEY:
+        return 0
+    return 1 if version in response_schema(key).flexible else 0
+
+
+def encode_request(api, version, body, correlation_id, client_id="kcodec", header_tags=None):
+    """A whole request frame (size prefix included)."""
+    schema = request_schema(api)
+    header = {"request_api_key": schema.api_key, "request_api_version": version,
+              "correlation_id": correlation_id, "client_id": client_id}
+    if header_tags:
+        header["_unknown_tags"] = header_tags
+    out = bytearray(4)
+    REQUEST_HEADER.encode_into(out, header, request_header_version(api, version))
+    schema.encode_into(out, body, version)
+    return _sized(out)
+
+
+def encode_response(api, version, body, correlation_id, header_tags=None):
+    """A whole response frame (size prefix included)."""
+    schema = response_schema(api)
+    header = {"correlation_id": correlation_id}
+    if header_tags:
+        header["_unknown_tags"] = header_tags
+    out = bytearray(4)
+    RESPONSE_HEADER.encode_into(out, header, response_header_version(api, version))
+    schema.encode_into(out, body, version)
+    return _sized(out)
+
+
+def _sized(out):
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def peek_request(frame):
+    """(api_key, api_version, correlation_id) of a request frame, whatever its API."""
+    if len(frame) < _PEEK.size:
+        raise ProtocolError(f"a request header needs {_PEEK.size} bytes, the frame has "
+                            f"{len(frame)}", position=0)
+    return _PEEK.unpack_from(frame, 0)
+
+
+def peek_correlation_id(frame):
+    if len(frame) < 4:
+        raise ProtocolError(f"a response header needs 4 bytes, the frame has {len(frame)}",
+                            position=0)
+    return _SIZE.unpack_from(frame, 0)[0]
+
+
+def decode_request(frame, *, trailing="error"):
+    """Decode a request frame (without its size prefix). Record sets stay
+    memoryviews into `frame`. trailing="ignore" accepts bytes after the message."""
+    key, version, _ = peek_request(frame)
+    schema = request_schema(key)
+    schema.check_version(version)
+    r = Reader(frame)
+    header, _ = REQUEST_HEADER.decode(r, request_header_version(key, version))
+    body, end = schema.decode(r, version)
+    _check_consumed(r, end, schema.api, version, trailing)
+    return Request(key, version, header["correlation_id"], header["client_id"], body, header)
+
+
+def decode_response(frame, api, version, *, trailing="error"):
+    """Decode a response frame (without its size prefix) to the request of
+    `api` at `version` (a response does not say which request it answers).
+    trailing="ignore" accepts bytes after the message, as Kafka's own client
+    does (librdkafka's mock broker leaves one after flexible Metadata)."""
+    schema = response_schema(api)
+    schema.check_version(version)
+    r = Reader(frame)
+    header, _ = RESPONSE_HEADER.decode(r, response_header_version(api, version))
+    body, end = schema.decode(r, version)
+    _check_consumed(r, end, schema.api, version, trailing)
+    return Response(header["correlation_id"], body, header)
+
+
+def _check_consumed(r, end, api, version, trailing):
+    if trailing not in ("error", "ignore"):
+        raise ValueError(f"trailing must be 'error' or 'ignore', not {trailing!r}")
+    if end != r.end and trailing == "error":
+        raise ProtocolError(f"{r.end - end} bytes left after the message", api=api,
+                            version=version, position=end)
+
+
+def frame_size(buf, offset=0, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES, position=None):
+    """The size in the int32 prefix at buf[offset:], checked against the limit."""
+    size = _SIZE.unpack_from(buf, offset)[0]
+    if size < 0:
+        raise ProtocolError(f"negative frame size {size}", position=position)
+    if size > max_frame_bytes:
+        raise ProtocolError(f"frame of {size} bytes exceeds the {max_frame_bytes}-byte limit",
+                            position=position)
+    return size
+
+
+class FrameSplitter:
+    """Cuts a stream into frames: feed() chunks as they arrive and get back the
+    frames (without size prefix) completed so far; a partial frame waits for
+    the next chunk. A frame larger than max_frame_bytes or with a negative
+    size raises ProtocolError (the stream cannot be resynchronised)."""
+
+    def __init__(self, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES):
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self.consumed = 0          # stream bytes before the buffer
+
+    @property
+    def pending(self):
+        """Bytes held for a frame not yet complete."""
+        return len(self._buffer)
+
+    def feed(self, chunk):
+        buffer = self._buffer
+        buffer += chunk
+        frames = []
+        start, end = 0, len(buffer)
+        while end - start >= 4:
+            size = frame_size(buffer, start, self.max_frame_bytes, self.consumed + start)
+            if end - start - 4 < size:
+                break
+            frames.append(bytes(buffer[start + 4:start + 4 + size]))
+            start += 4 + size
+        if start:
+            del buffer[:start]
+            self.consumed += start
+        return frames
