@@ -265,7 +265,7 @@ INIT_PRODUCER_ID_REQUEST = Message(22, "InitProducerId", "request", "0-6", "2+",
     f("transaction_timeout_ms", "int32", "0+"),
     f("producer_id", "int64", "3+", default=-1),
     f("producer_epoch", "int16", "3+", default=-1),
-    f("enable_2pc", "bool", "6+", default=False),
+    f("enable2_pc", "bool", "6+", default=False),
     f("keep_prepared_txn", "bool", "6+", default=False),
 ])
 
