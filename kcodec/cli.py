@@ -179,6 +179,76 @@ def cmd_demo(args, out):
     return run_demo(args.dir, master=args.master, out=out)
 
 
+def cmd_capture(args, out):
+    from .protocol.capture import CaptureReader
+
+    def warn(message):
+        print(f"kcodec: capture: {message}", file=sys.stderr)
+
+    reader = CaptureReader(args.file, args.port, max_frame_bytes=args.max_frame_bytes, warn=warn)
+    verify = not args.no_verify_crc
+    tables, records = [], 0
+    for found in reader:
+        where = (f"{found.api} v{found.api_version} correlation id {found.correlation_id} "
+                 f"{found.topic} {found.partition}")
+        try:
+            if args.out:
+                tables.append(_capture_table(found, verify))
+                records += tables[-1].num_rows
+                continue
+            for record in read_records(found.records, verify_crc=verify):
+                records += 1
+                out.write(json.dumps({
+                    "api": found.api, "api_version": found.api_version,
+                    "correlation_id": found.correlation_id, "topic": found.topic,
+                    "partition": found.partition, "offset": record.offset,
+                    "timestamp": record.timestamp, "key": _summary(record.key),
+                    "value": _summary(record.value),
+                    "value_size": None if record.value is None else len(record.value),
+                    "headers": len(record.headers)}) + "\n")
+        except KafkaFormatError as exc:
+            warn(f"{where}: {exc}")
+    if args.out:
+        _write_capture_parquet(tables, args.out)
+    print(f"kcodec: capture: {records} records in {reader.frames} frames"
+          + (f" -> {args.out}" if args.out else ""), file=sys.stderr)
+    return 0
+
+
+def _summary(blob, limit=64):
+    return _text_or_hex(blob if blob is None or len(blob) <= limit else blob[:limit])
+
+
+CAPTURE_COLUMNS = (("api", "string"), ("api_version", "int16"), ("correlation_id", "int32"))
+
+
+def _capture_table(found, verify):
+    import pyarrow as pa
+
+    from .arrow import decode
+    table = decode(found.records, verify_crc=verify, topic=found.topic,
+                   partition=found.partition)
+    for name, kind in CAPTURE_COLUMNS:
+        value = getattr(found, name)
+        table = table.append_column(name, pa.array([value] * table.num_rows, kind))
+    return table
+
+
+def _write_capture_parquet(tables, path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .arrow import schema
+    if tables:
+        table = pa.concat_tables(tables)
+    else:
+        empty = schema(topic=True, partition=True)
+        for name, kind in CAPTURE_COLUMNS:
+            empty = empty.append(pa.field(name, kind))
+        table = empty.empty_table()
+    pq.write_table(table, path)
+
+
 def cmd_bench(args, out):
     return bench.run_from_args(args, out=out, err=sys.stderr)
 
@@ -203,6 +273,18 @@ def build_parser():
         p.set_defaults(func=func)
     _add_log_commands(sub)
     _add_spark_commands(sub)
+    text = ("decode the Kafka traffic of a pcap/pcapng capture: the records carried by "
+            "Produce requests and Fetch responses on a port, one JSON line per record "
+            "(or one Parquet row with --out)")
+    p = sub.add_parser("capture", help=text, description=text)
+    p.add_argument("file", help="a pcap or pcapng file (tcpdump -w, tshark -w)")
+    p.add_argument("--port", type=int, default=9092, help="the broker's port (default 9092)")
+    p.add_argument("--out", help="write a Parquet file (one row per record, with api, "
+                                 "api_version, correlation_id, topic, partition)")
+    p.add_argument("--no-verify-crc", action="store_true", help="skip CRC checks")
+    p.add_argument("--max-frame-bytes", type=int, default=100 << 20,
+                   help="largest Kafka frame accepted (default 100 MiB)")
+    p.set_defaults(func=cmd_capture)
     text = ("time decode/encode against aiokafka, kafka-python and the floors "
             "(CRC-32C + memcpy, codec decompress) on a workload matrix; "
             "print a Markdown table, optionally write JSON and a PNG chart")
