@@ -446,7 +446,34 @@ def write_transactions(broker, rounds=8):
             second.commit_transaction()
     delivery.check(first)
     second.close()
+    wait_until_stable(broker, topic)
     return topic
+
+
+def watermarks(broker, topic, isolation, partition=0):
+    """(log start offset, end offset) the broker's ListOffsets answers: the
+    end is the high watermark, or for read_committed the last stable offset."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kcodec-watermarks",
+                         "isolation.level": isolation, "log_level": 0})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                              timeout=CLIENT_TIMEOUT, cached=False)
+    finally:
+        consumer.close()
+
+
+def wait_until_stable(broker, topic, timeout=30.0):
+    """Wait for the transaction markers: a committed or aborted transaction's
+    marker is written after EndTxn has been answered, and until it is, the
+    last stable offset stays below the high watermark."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if watermarks(broker, topic, "read_committed") == watermarks(broker, topic,
+                                                                      "read_uncommitted"):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{topic}: transactions still open after {timeout:.0f} s")
 
 
 def write_log_append_time(broker):
@@ -463,16 +490,21 @@ def write_log_append_time(broker):
     return topic
 
 
-def write_compacted(broker, records=3000, keys=40):
+COMPACTED_RECORDS = 3000
+
+
+def compacted_spec(i):
+    """The i-th record of the compacted topic: 40 keys, every ninth a tombstone."""
+    _, value, headers, timestamp = record_spec(i, seed=6)
+    return f"c-{i % 40}".encode(), None if i % 9 == 4 else value, headers, timestamp
+
+
+def write_compacted(broker):
     """A compacted topic with tombstones, after the log cleaner ran on it."""
     topic = broker.create_topic("compacted", cleanup_policy="compact",
                                 min_cleanable_dirty_ratio="0.01", min_compaction_lag_ms="0",
                                 delete_retention_ms=str(24 * 3600 * 1000))
-    specs = []
-    for i in range(records):
-        key, value, headers, timestamp = record_spec(i, seed=6)
-        specs.append((f"c-{i % keys}".encode(), None if i % 9 == 4 else value, headers,
-                      timestamp))
+    specs = [compacted_spec(i) for i in range(COMPACTED_RECORDS)]
     delivery = Delivery()
     producer = confluent_producer(broker, enable_idempotence=True, compression_type="zstd")
     produce_confluent(producer, topic, specs, delivery)
