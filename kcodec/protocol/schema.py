@@ -385,7 +385,66 @@ def field(name, type, versions, *, nullable="none", tag=None, default=_MISSING, 
 
 
 class _Plan:
-    __slots__ = ("regular", "tagged", "absent", "min_size", "flexible")
+    __slots__ = ("regular", "tagged", "absent", "min_size", "flexible", "steps", "template",
+                 "fresh", "tagged_template", "tagged_fresh")
+
+
+_IMMUTABLE = (int, float, str, bytes, bool, type(None), uuid.UUID)
+
+
+def _defaults(fields):
+    """({name: value} of immutable defaults, [(name, factory)] of the others);
+    factories are C callables where possible (decoding fills many defaults)."""
+    template, fresh = {}, []
+    for name, make in fields:
+        value = make()
+        if isinstance(value, _IMMUTABLE):
+            template[name] = value
+        elif type(value) is dict and all(isinstance(v, _IMMUTABLE) for v in value.values()):
+            fresh.append((name, value.copy))
+        elif type(value) is list and not value:
+            fresh.append((name, list))
+        else:
+            fresh.append((name, make))
+    return template, fresh
+
+
+def _fixed_run(fields):
+    """One reader for consecutive fixed-size fields: a single unpack."""
+    names = tuple(f.name for f in fields)
+    codec = struct.Struct(">" + "".join(f.type.codec.format[1:] for f in fields))
+    size, unpack = codec.size, codec.unpack_from
+    bools = tuple(f.name for f in fields if f.type.convert is bool)
+    offsets, at = [], 0
+    for f in fields:
+        offsets.append((at + f.type.codec.size, f.name))
+        at += f.type.codec.size
+
+    def read_run(r, out):
+        pos = r.pos
+        if size > r.end - pos:
+            left = r.end - pos
+            name = next(name for end, name in offsets if end > left)
+            try:
+                r.fail(f"{size} bytes needed for {', '.join(names)}, {left} left")
+            except ProtocolError as exc:
+                _within(exc, name)
+                raise
+        r.pos = pos + size
+        out.update(zip(names, unpack(r.buf, pos)))
+        for name in bools:
+            out[name] = bool(out[name])
+    return read_run
+
+
+def _one_field(name, read_field):
+    def read_one(r, out):
+        try:
+            out[name] = read_field(r)
+        except ProtocolError as exc:
+            _within(exc, name)
+            raise
+    return read_one
 
 
 class Struct:
@@ -398,15 +457,19 @@ class Struct:
         self.fields = list(fields)
         self.record = record
         self._plans = {}
+        self._default_template = None
         names = [f.name for f in self.fields]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate field names in {names}")
 
     def default(self):
-        values = {f.name: f.make_default() for f in self.fields}
-        if self.record is not None:
-            return self.record(**values)
-        return values
+        template = self._default_template
+        if template is None:
+            values = {f.name: f.make_default() for f in self.fields}
+            if not all(isinstance(v, _IMMUTABLE) for v in values.values()):
+                return self.record(**values) if self.record is not None else values
+            template = self._default_template = values
+        return self.record(**template) if self.record is not None else dict(template)
 
     def plan(self, version, flexible):
         key = (version, flexible)
@@ -434,26 +497,44 @@ class Struct:
                 plan.min_size += f.type.min_size(compact, version)
             else:
                 plan.tagged[f.tag] = entry
+        plan.steps = self._steps(version, flexible)
+        plan.template, plan.fresh = _defaults(plan.absent)
+        plan.tagged_template, plan.tagged_fresh = _defaults(
+            [(name, make) for name, _, _, make in plan.tagged.values()])
         return plan
+
+    def _steps(self, version, flexible):
+        steps, run = [], []
+        for f in self.fields:
+            if version not in f.versions or f.tag is not None:
+                continue
+            if isinstance(f.type, Fixed):
+                run.append(f)
+                continue
+            if run:
+                steps.append(_fixed_run(run))
+                run = []
+            compact = flexible and f.compact
+            steps.append(_one_field(f.name, f.type.reader(compact, version in f.nullable,
+                                                          version)))
+        if run:
+            steps.append(_fixed_run(run))
+        return steps
 
     def min_size(self, flexible, version):
         return self.plan(version, flexible).min_size
 
     def reader(self, flexible, nullable, version):
         plan = self.plan(version, flexible)
-        regular, tagged, absent, record = plan.regular, plan.tagged, plan.absent, self.record
+        steps, template, fresh, record = plan.steps, plan.template, plan.fresh, self.record
 
         def read(r):
-            out = {}
-            for name, read_field, _, _ in regular:
-                try:
-                    out[name] = read_field(r)
-                except ProtocolError as exc:
-                    _within(exc, name)
-                    raise
-            for name, make in absent:
+            out = dict(template)
+            for step in steps:
+                step(r, out)
+            for name, make in fresh:
                 out[name] = make()
-            unknown = _read_tagged(r, tagged, out) if flexible else None
+            unknown = _read_tagged(r, plan, out) if flexible else None
             if record is None:
                 if unknown:
                     out["_unknown_tags"] = unknown
@@ -496,10 +577,17 @@ def _write_field(out, name, write_field, item):
                             field=name, position=len(out)) from None
 
 
-def _read_tagged(r, tagged, out):
+def _read_tagged(r, plan, out):
+    out.update(plan.tagged_template)
+    for name, make in plan.tagged_fresh:
+        out[name] = make()
+    if r.pos < r.end and r.buf[r.pos] == 0:       # the usual case: no tagged fields
+        r.pos += 1
+        return None
     count = r.uvarint()
     if count * 2 > r.end - r.pos:
         r.fail(f"{count} tagged fields cannot fit in the {r.end - r.pos} bytes left")
+    tagged = plan.tagged
     unknown = None
     for _ in range(count):
         tag = r.uvarint()
@@ -523,9 +611,6 @@ def _read_tagged(r, tagged, out):
         finally:
             r.end = end
         r.pos = start + size
-    for name, _, _, make in tagged.values():
-        if name not in out:
-            out[name] = make()
     return unknown
 
 
