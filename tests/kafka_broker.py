@@ -138,7 +138,9 @@ class KafkaBroker:
         }
 
     def java_command(self, main, *args, heap=HEAP):
+        # UTF-8 whatever the locale: the tools print payloads as text
         return [self.java_bin, heap, "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                "-Dfile.encoding=UTF-8", "-Dstdout.encoding=UTF-8", "-Dstderr.encoding=UTF-8",
                 "-Dorg.slf4j.simpleLogger.showDateTime=true",
                 "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
                 "-cp", self.classpath, main, *map(str, args)]
@@ -146,8 +148,8 @@ class KafkaBroker:
     def run_tool(self, main, *args, timeout=120):
         """Run a main class of the broker's jars (a Kafka tool) to completion."""
         command = self.java_command(main, *args, heap="-Xmx256m")
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env=self._env(), check=False)
+        return subprocess.run(command, capture_output=True, text=True, encoding="utf-8",
+                              timeout=timeout, env=self._env(), check=False)
 
     def _env(self):
         env = dict(os.environ)
@@ -526,11 +528,15 @@ def cleaned_up_to(broker, topic, partition=0):
 
 
 def wait_for_cleaner(broker, topic, timeout=60.0):
+    """Wait until the cleaner has cleaned everything but the active segment
+    and the segments it replaced are gone, so that the files stay put."""
     directory = broker.partition_dir(topic)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if cleaned_up_to(broker, topic) > 0 and not any(
-                name.endswith((".cleaned", ".swap")) for name in os.listdir(directory)):
+        names = os.listdir(directory)
+        active = max(int(name[:20]) for name in names if name.endswith(".log"))
+        if cleaned_up_to(broker, topic) == active and not any(
+                name.endswith((".cleaned", ".swap", ".deleted")) for name in names):
             return
         time.sleep(0.2)
     raise RuntimeError(f"the log cleaner did not clean {topic} within {timeout:.0f} s:\n"

@@ -1,17 +1,18 @@
 """`kcodec dump`: the lines of Kafka's kafka-dump-log (DumpLogSegments) for
 .log, .index, .timeindex, .txnindex and .snapshot files, or one JSON object
 per batch, record or entry."""
+import codecs
 import json
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import KafkaFormatError
+from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import read_batches
 from .coordinator import offsets_key_value, transaction_key_value
 from .indexes import (
-    OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex, _entries, _used, base_offset_of,
+    OFFSET_ENTRY, TIME_ENTRY, _entries, _used, base_offset_of,
     map_file, read_producer_snapshot, read_txn_index,
 )
 from .segment import located
@@ -41,8 +42,24 @@ class DumpOptions:
         return self.print_data_log or self.decoder != "string"
 
 
+def _java_replace(error):
+    """Replace invalid UTF-8 as Java's decoder (the tool's `new String`) does.
+    Python flags each byte of a UTF-16 surrogate's three-byte encoding (ED
+    A0..BF xx) on its own; Java takes the lead byte with its continuation
+    bytes as one malformed sequence, one U+FFFD. Elsewhere both replace the
+    same maximal subparts."""
+    data, start = error.object, error.start
+    end = error.end
+    if data[start] == 0xED and start + 1 < len(data) and 0xA0 <= data[start + 1] <= 0xBF:
+        end = start + 3 if start + 2 < len(data) and 0x80 <= data[start + 2] <= 0xBF else start + 2
+    return "\ufffd", end
+
+
+codecs.register_error("kcodec-java-replace", _java_replace)
+
+
 def _string(blob):
-    return None if blob is None else blob.decode("utf-8", "replace")
+    return None if blob is None else blob.decode("utf-8", "kcodec-java-replace")
 
 
 def _key_value(record, decoder):
@@ -59,6 +76,38 @@ def _optional_long(value):
 
 def _size(view):
     return -1 if view is None else len(view)
+
+
+def _sanity_check(path, dtype, base):
+    """The broker's index sanity check, which the tool runs on every entry
+    the file's length holds: a live segment's preallocated index too, whose
+    zero tail fails it for a time index (the broker rebuilds such an index
+    when it opens it after a crash). Messages in the broker's words."""
+    where = os.path.abspath(path)
+    size = os.path.getsize(path)
+    time_index = dtype is TIME_ENTRY
+    if size % dtype.itemsize:
+        kind = "Time index" if time_index else "Index"
+        raise CorruptIndexError(f"{kind} file {where} is corrupt, found {size} bytes which is "
+                                f"neither positive nor a multiple of {dtype.itemsize}.")
+    entries = _entries(path, dtype)
+    if not len(entries):
+        return
+    last_offset = base + int(entries["relative_offset"][-1])
+    if time_index:
+        first, last = int(entries["timestamp"][0]), int(entries["timestamp"][-1])
+        if last < first:
+            raise CorruptIndexError(
+                f"Corrupt time index found, time index file ({where}) has non-zero size but "
+                f"the last timestamp is {last} which is less than the first timestamp {first}")
+        if last_offset < base:
+            raise CorruptIndexError(
+                f"Corrupt time index found, time index file ({where}) has non-zero size but "
+                f"the last offset is {last_offset} which is less than the first offset {base}")
+    elif last_offset < base:
+        raise CorruptIndexError(
+            f"Corrupt index found, index file ({where}) has non-zero size but the last offset "
+            f"is {last_offset} which is less than the base offset {base}")
 
 
 class Dumper:
@@ -106,15 +155,15 @@ class Dumper:
         data = map_file(path)
         view = memoryview(data)[:opts.max_bytes]
         valid_bytes = 0
-        last_offset = None
+        last_offset = -1        # the tool checks a segment's first record against -1 too
         try:
             for batch in read_batches(view, verify_crc=False):
                 self.batch_line(path, batch, valid_bytes)
                 if opts.deep:
                     for record in batch:
-                        if last_offset is not None and record.offset != last_offset + 1:
-                            self.non_consecutive.setdefault(os.path.abspath(path), []).append(
-                                (last_offset, record.offset))
+                        if record.offset != last_offset + 1:
+                            self.non_consecutive.setdefault(os.path.abspath(path), {})[
+                                last_offset] = record.offset
                         last_offset = record.offset
                         self.record_line(path, batch, record)
                 valid_bytes += batch.size
@@ -194,6 +243,8 @@ class Dumper:
             if key is not None:
                 line += f"{prefix}key: {key}"
             if value is not None:
+                # Kafka 3's tool: " payload" whatever came before; Kafka 4's
+                # prints "| payload" when the metadata is skipped and the key is null
                 line += f" payload: {value}"
         self.emit(line)
 
@@ -217,7 +268,7 @@ class Dumper:
             self.emit(f"{path} is empty.", type="empty", file=path)
             return
         if opts.index_sanity_check:
-            OffsetIndex(path)
+            _sanity_check(path, OFFSET_ENTRY, base)
             self.emit(f"{path} passed sanity check.", type="sanity", file=path, passed=True)
             return
         log = self._log_beside(path)
@@ -227,19 +278,18 @@ class Dumper:
                 batch = self._first_batch_at(log, position, opts.max_message_size)
                 found = -1 if batch is None else batch.last_offset
                 if found != offset:
-                    self.index_mismatches.setdefault(os.path.abspath(path), []).append(
-                        (offset, found))
+                    self.index_mismatches.setdefault(os.path.abspath(path), {})[offset] = found
             if not opts.verify_index_only:
                 self.emit(f"offset: {offset} position: {position}", type="index", file=path,
                           offset=offset, position=position)
 
     def dump_time_index(self, path):
         opts = self.options
+        base = base_offset_of(path)
         if opts.index_sanity_check:
-            TimeIndex(path)
+            _sanity_check(path, TIME_ENTRY, base)
             self.emit(f"{path} passed sanity check.", type="sanity", file=path, passed=True)
             return
-        base = base_offset_of(path)
         entries = _used(_entries(path, TIME_ENTRY), zero_first_entry_is_padding=False)
         log = self._log_beside(path)
         index_path = path[:path.rfind(".")] + ".index"
@@ -300,14 +350,15 @@ class Dumper:
 
     # ------------------------------------------------------------ summary
     def report(self):
-        """The tool's summary on stderr. It prepends index mismatches and
-        non-consecutive pairs to its lists (Scala `::=`), so those print last
-        found first; the time index lists keep their order."""
+        """The tool's summary on stderr: index mismatches by index offset,
+        highest first, and non-consecutive pairs by the earlier offset, each
+        offset once (the tool keeps them in sorted maps); the time index
+        lists in the order found."""
         write = self.err.write
-        for name, pairs in self.index_mismatches.items():
+        for name, found in self.index_mismatches.items():
             write(f"Mismatches in :{name}\n")
-            for index_offset, log_offset in reversed(pairs):
-                write(f"  Index offset: {index_offset}, log offset: {log_offset}\n")
+            for index_offset in sorted(found, reverse=True):
+                write(f"  Index offset: {index_offset}, log offset: {found[index_offset]}\n")
         for name, pairs in self.time_errors["mismatch"].items():
             write(f"Found timestamp mismatch in :{name}\n")
             for index_ts, log_ts in pairs:
@@ -321,10 +372,10 @@ class Dumper:
             write("The following indexed offsets are not found in the log.\n")
             for indexed, found in pairs:
                 write(f"Indexed offset: {indexed}, found log offset: {found}\n")
-        for name, pairs in self.non_consecutive.items():
+        for name, following in self.non_consecutive.items():
             write(f"Non-consecutive offsets in {name}\n")
-            for first, second in reversed(pairs):
-                write(f"  {first} is followed by {second}\n")
+            for offset in sorted(following):
+                write(f"  {offset} is followed by {following[offset]}\n")
 
 
 def dump(paths, options=None, out=None, err=None):
