@@ -88,8 +88,8 @@ def _kafka_python_class(message):
 
 
 def _present_fields(struct_type, version, flexible):
-    plan = struct_type.plan(version, flexible)
-    return {name for name, *_ in plan.regular} | {e[0] for e in plan.tagged.values()}
+    regular, tagged = struct_type.present(version, flexible)
+    return {f.name for f, _, _ in regular + tagged}
 
 
 def _agrees(ours, theirs, schema, version, flexible, path="body"):

@@ -6,7 +6,6 @@ from collections import namedtuple
 
 from .errors import API_KEYS, API_NAMES, ProtocolError, UnsupportedVersionError
 from .messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES
-from .schema import Reader
 
 DEFAULT_MAX_FRAME_BYTES = 100 << 20
 API_VERSIONS_KEY = 18
@@ -110,10 +109,10 @@ def decode_request(frame, *, trailing="error"):
     key, version, _ = peek_request(frame)
     schema = request_schema(key)
     schema.check_version(version)
-    r = Reader(frame)
-    header, _ = REQUEST_HEADER.decode(r, request_header_version(key, version))
-    body, end = schema.decode(r, version)
-    _check_consumed(r, end, schema.api, version, trailing)
+    buf = memoryview(frame).cast("B")
+    header, pos = REQUEST_HEADER.decode(buf, request_header_version(key, version))
+    body, end = schema.decode(buf, version, pos)
+    _check_consumed(buf, end, schema.api, version, trailing)
     return Request(key, version, header["correlation_id"], header["client_id"], body, header)
 
 
@@ -124,18 +123,18 @@ def decode_response(frame, api, version, *, trailing="error"):
     does (librdkafka's mock broker leaves one after flexible Metadata)."""
     schema = response_schema(api)
     schema.check_version(version)
-    r = Reader(frame)
-    header, _ = RESPONSE_HEADER.decode(r, response_header_version(api, version))
-    body, end = schema.decode(r, version)
-    _check_consumed(r, end, schema.api, version, trailing)
+    buf = memoryview(frame).cast("B")
+    header, pos = RESPONSE_HEADER.decode(buf, response_header_version(api, version))
+    body, end = schema.decode(buf, version, pos)
+    _check_consumed(buf, end, schema.api, version, trailing)
     return Response(header["correlation_id"], body, header)
 
 
-def _check_consumed(r, end, api, version, trailing):
+def _check_consumed(buf, end, api, version, trailing):
     if trailing not in ("error", "ignore"):
         raise ValueError(f"trailing must be 'error' or 'ignore', not {trailing!r}")
-    if end != r.end and trailing == "error":
-        raise ProtocolError(f"{r.end - end} bytes left after the message", api=api,
+    if end != len(buf) and trailing == "error":
+        raise ProtocolError(f"{len(buf) - end} bytes left after the message", api=api,
                             version=version, position=end)
 
 
