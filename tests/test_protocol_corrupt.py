@@ -183,3 +183,18 @@ def test_mutated_whole_frames():
                     decode_response(bytes(data), "Fetch", 16)
             except ProtocolError:
                 pass
+
+
+def test_encode_errors_name_the_element_and_the_byte():
+    from kcodec.protocol.messages import FETCH_REQUEST, METADATA_REQUEST
+    with pytest.raises(ProtocolError, match=r"cannot encode int 5") as info:
+        METADATA_REQUEST.encode({"topics": [{"name": "a"}, 5]}, 1)
+    assert info.value.field == "topics[1]" and info.value.position == 4 + 2 + 1
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 2**31}   # int32 overflow
+    with pytest.raises(ProtocolError, match="cannot encode int") as info:
+        PRODUCE_REQUEST.encode(body, 3)
+    assert info.value.field == "timeout_ms" and info.value.position == 2 + 2
+    assert (info.value.api, info.value.version) == ("Produce", 3)
+    with pytest.raises(ProtocolError, match="required") as info:
+        FETCH_REQUEST.encode({"topics": [{"topic_id": 2**40}]}, 13)   # not 2**40 zero bytes
+    assert info.value.field == "topics[0].topic_id"

@@ -93,7 +93,7 @@ def _uuid(buf, pos):
 
 
 def _uuid_bytes(value):
-    raw = value.bytes if isinstance(value, uuid.UUID) else bytes(value)
+    raw = value.bytes if isinstance(value, uuid.UUID) else memoryview(value).tobytes()
     if len(raw) != 16:
         raise ValueError("a uuid is 16 bytes")
     return raw
@@ -118,6 +118,7 @@ def _bad_run(run, values, position):
             error = _cannot_encode(exc, value, position)
             error.field = name
             return error
+        position += codec.size
     return ProtocolError(f"cannot encode {values!r:.60}", position=position)
 
 
@@ -284,24 +285,27 @@ class _Decoder(_Generator):
             local = values[f.name] = f"{prefix}_{f.name}"
             self.at(indent, path + (f.name,))
             self.value(f.type, compact, nullable, indent, path + (f.name,), end, local)
-        unknown = None
-        if flexible:
-            unknown = self.tags(tagged, indent, path, end, prefix, values)
         for f in struct.fields:
             if f.name not in values:
-                values[f.name] = self.default(f)
-        if struct.record is not None:
-            record = self.const(struct.record, "r")
-            arguments = ", ".join(values[name] for name in struct.record._fields)
-            self.emit(indent, f"{target} = {record}({arguments})")
-            attach = f"{target}.unknown_tags = {unknown}"
-        else:
+                values[f.name] = self.default(f)     # absent, or tagged until read
+        if struct.record is None:
             items = ", ".join(f"{f.name!r}: {values[f.name]}" for f in struct.fields)
             self.emit(indent, f"{target} = {{{items}}}")
-            attach = f"{target}['_unknown_tags'] = {unknown}"
-        if unknown:
-            self.emit(indent, f"if {unknown}:")
-            self.emit(indent + 1, attach)
+            if flexible:
+                self.tags(tagged, indent, path, end, prefix, target)
+            return
+        if flexible:       # a tuple is built last: tagged values and unknown tags as locals
+            for f, _, _ in tagged:
+                local = values[f.name] = f"{prefix}_{f.name}"
+                self.emit(indent, f"{local} = {self.default(f)}")
+            self.emit(indent, f"{prefix}_unknown = None")
+            self.tags(tagged, indent, path, end, prefix, None)
+        record = self.const(struct.record, "r")
+        arguments = ", ".join(values[name] for name in struct.record._fields)
+        self.emit(indent, f"{target} = {record}({arguments})")
+        if flexible:
+            self.emit(indent, f"if {prefix}_unknown:")
+            self.emit(indent + 1, f"{target}.unknown_tags = {prefix}_unknown")
 
     def fixed(self, fields, indent, path, end):
         """Consecutive fixed-size values [(name, type, local)] in one unpack;
@@ -406,13 +410,11 @@ class _Decoder(_Generator):
         self.value(element, compact, False, inner + 1, path + (depth,), end, item)
         self.emit(inner + 1, f"{target}.append({item})")
 
-    def tags(self, tagged, indent, path, end, prefix, values):
-        """Emit the tagged-field section; returns the local holding unknown tags."""
-        unknown, tag, tag_end = f"{prefix}_unknown", f"{prefix}_tag", f"{prefix}_end"
-        for f, _, _ in tagged:
-            local = values[f.name] = f"{prefix}_{f.name}"
-            self.emit(indent, f"{local} = {self.default(f)}")
-        self.emit(indent, f"{unknown} = None")
+    def tags(self, tagged, indent, path, end, prefix, into):
+        """Emit the tagged-field section: known tags are read into the dict
+        `into` (or, if None, into locals named after the fields), unknown
+        ones kept as bytes."""
+        tag, tag_end = f"{prefix}_tag", f"{prefix}_end"
         self.emit(indent, f"if pos < {end} and buf[pos] == 0:     # the usual case: none")
         self.emit(indent + 1, "pos += 1")
         self.emit(indent, "else:")
@@ -433,8 +435,9 @@ class _Decoder(_Generator):
             self.emit(indent, f"{keyword} {tag} == {f.tag}:")
             keyword = "elif"
             self.at(indent + 1, path + (f.name,))
-            self.value(f.type, compact, nullable, indent + 1, path + (f.name,), tag_end,
-                       values[f.name])
+            target = f"{prefix}_{f.name}" if into is None else f"{into}[{f.name!r}]"
+            self.value(f.type, compact, nullable, indent + 1, path + (f.name,), tag_end, target)
+            self.at(indent + 1, path + (f.name,))
             self.emit(indent + 1, f"if pos != {tag_end}:")
             self.emit(indent + 2, f"raise _left_over({tag}, {tag_end} - pos, pos)")
             self.at(indent + 1, path)
@@ -442,11 +445,14 @@ class _Decoder(_Generator):
         if tagged:
             self.emit(indent, "else:")
             body += 1
-        self.emit(body, f"if {unknown} is None:")
-        self.emit(body + 1, f"{unknown} = {{}}")
-        self.emit(body, f"{unknown}[{tag}] = bytes(buf[pos:{tag_end}])")
+        unknown = f"bytes(buf[pos:{tag_end}])"
+        if into is None:
+            self.emit(body, f"if {prefix}_unknown is None:")
+            self.emit(body + 1, f"{prefix}_unknown = {{}}")
+            self.emit(body, f"{prefix}_unknown[{tag}] = {unknown}")
+        else:
+            self.emit(body, f"{into}.setdefault('_unknown_tags', {{}})[{tag}] = {unknown}")
         self.emit(indent, f"pos = {tag_end}")
-        return unknown
 
     def build(self):
         self.struct(self.message, self.flexible, 2, (), "end", "body")
@@ -586,7 +592,10 @@ class _Encoder(_Generator):
         for f, compact, nullable in sorted(tagged, key=lambda entry: entry[0].tag):
             self.at(indent, path + (f.name,))
             self.emit(indent, f"x = {get}({f.name!r}, _M)")
-            self.emit(indent, f"if x is not _M and x != {self.encode_default(f)}:")
+            value = f.make_default()
+            default = self.literal(value) if isinstance(value, _IMMUTABLE) else \
+                self.const(value, "k")
+            self.emit(indent, f"if x is not _M and x != {default}:")
             self.emit(indent + 1, f"{saved}, out = out, bytearray()")
             self.value(f.type, compact, nullable, indent + 1, path + (f.name,), "x")
             self.emit(indent + 1, f"{saved}, out = out, {saved}")
