@@ -97,6 +97,13 @@ class KafkaBroker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.process = None
 
+    @classmethod
+    def attach(cls, bootstrap, log_dirs):
+        """A broker running elsewhere (its address and log.dirs), for the helpers."""
+        broker = cls.__new__(cls)
+        broker.bootstrap, broker.log_dirs, broker.process = bootstrap, Path(log_dirs), None
+        return broker
+
     def server_properties(self):
         return {
             "process.roles": "broker,controller",
@@ -543,17 +550,24 @@ def wait_for_cleaner(broker, topic, timeout=60.0):
                        + broker.log_tail())
 
 
+# Test modules import the fixtures below, and pytest keeps one definition of
+# each per importing module: the broker and the topics live here, made once.
+_SESSION = {"users": 0}
+
+
 @pytest.fixture(scope="session")
 def broker_topics(broker):
     """The topics every conformance test reads, written once per session."""
-    topics = Topics()
-    for codec in CODECS:
-        name, sent = write_codec_topic(broker, codec)
-        topics[name] = sent
-    topics[write_transactions(broker)] = None
-    topics[write_log_append_time(broker)] = None
-    topics[write_compacted(broker)] = None
-    return topics
+    if _SESSION.get("topics_of") is not broker:
+        topics = Topics()
+        for codec in CODECS:
+            name, sent = write_codec_topic(broker, codec)
+            topics[name] = sent
+        topics[write_transactions(broker)] = None
+        topics[write_log_append_time(broker)] = None
+        topics[write_compacted(broker)] = None
+        _SESSION["topics"], _SESSION["topics_of"] = topics, broker
+    return _SESSION["topics"]
 
 
 def start_or_skip(workdir):
@@ -569,13 +583,20 @@ def start_or_skip(workdir):
 
 @pytest.fixture(scope="session")
 def broker():
-    workdir = Path(tempfile.mkdtemp(prefix="kcodec-broker-"))
-    running = start_or_skip(workdir)
+    if "broker" not in _SESSION:
+        workdir = Path(tempfile.mkdtemp(prefix="kcodec-broker-"))
+        _SESSION["broker"] = start_or_skip(workdir)
+        _SESSION["workdir"] = workdir
+    _SESSION["users"] += 1
+    running = _SESSION["broker"]
     yield running
-    code = running.stop()
-    # 143: a JVM that ended on the SIGTERM before its shutdown hook set a code
-    assert code in (0, 143), f"the broker stopped with {code}:\n{running.log_tail()}"
-    shutil.rmtree(workdir, ignore_errors=True)
+    _SESSION["users"] -= 1
+    if _SESSION["users"] == 0:
+        code = running.stop()
+        # 143: the JVM's exit status after a SIGTERM it handled by shutting down
+        assert code in (0, 143), f"the broker stopped with {code}:\n{running.log_tail()}"
+        shutil.rmtree(_SESSION.pop("workdir"), ignore_errors=True)
+        _SESSION.pop("broker")
 
 
 if __name__ == "__main__":
