@@ -3,7 +3,7 @@
 # gets kcodec: build the sdist and the wheel from this checkout, install the
 # wheel (with its test extras) in a fresh virtual environment, and run the
 # tests and the benchmarks (once each, as tests) from outside the source tree.
-# Downloads go through pip's cache, so later runs are quick.
+# Downloads go through pip's and Maven's caches, so later runs are quick.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${KCODEC_CI_DIR:-$repo/.ci-work}
@@ -11,6 +11,21 @@ python=${PYTHON:-python3}
 
 rm -rf "$work/dist" "$work/venv"
 mkdir -p "$work"
+
+echo "== system tools (JDK, Maven, tcpdump)"
+bash "$repo/ci/system-tools.sh"
+
+# The broker tests' Apache Kafka jars and Spark's Kafka source, resolved by
+# Maven (cached: quick after the first run). Without them those tests skip,
+# and fail under CI.
+echo "== Kafka broker jars"
+if kafka_env=$(bash "$repo/ci/kafka-broker.sh"); then
+    KCODEC_KAFKA_CLASSPATH=$(sed -n 's/^KCODEC_KAFKA_CLASSPATH=//p' <<<"$kafka_env")
+    KCODEC_SPARK_KAFKA_JARS=$(sed -n 's/^KCODEC_SPARK_KAFKA_JARS=//p' <<<"$kafka_env")
+    export KCODEC_KAFKA_CLASSPATH KCODEC_SPARK_KAFKA_JARS
+else
+    echo "warning: the Kafka broker's jars could not be resolved" >&2
+fi
 
 echo "== building sdist and wheel"
 "$python" -m venv "$work/build-env"
