@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 CACHE = Path(os.environ.get("KCODEC_KAFKA_CACHE")
-             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kcodec" / "kafka")
+             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+             / "kcodec" / "kafka")
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 30.0
 # Kafka 4's floor for segment.bytes is 1 MiB; internal.segment.bytes (a topic
