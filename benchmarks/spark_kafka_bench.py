@@ -174,7 +174,8 @@ def main(argv=None):
         result = run(broker, topic, args.rows, args.partitions, args.codec, args.repeats,
                      args.master)
     else:
-        with KafkaBroker(tempfile.mkdtemp(prefix="kcodec-bench-broker-")) as broker:
+        with tempfile.TemporaryDirectory(prefix="kcodec-bench-broker-") as workdir, \
+                KafkaBroker(workdir) as broker:
             result = run(broker, topic, args.rows, args.partitions, args.codec, args.repeats,
                          args.master)
     print(report(result))

@@ -601,11 +601,12 @@ def broker():
 
 
 if __name__ == "__main__":
-    with KafkaBroker(Path(tempfile.mkdtemp(prefix="kcodec-broker-"))) as running:
+    with tempfile.TemporaryDirectory(prefix="kcodec-broker-") as workdir, \
+            KafkaBroker(workdir) as running:
         print(f"bootstrap.servers={running.bootstrap}  log.dirs={running.log_dirs}  "
               f"log: {running.broker_log}", flush=True)
-        try:
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
-        except KeyboardInterrupt:
-            pass
+        # blocked only now: the broker's JVM must not inherit the mask
+        stop_signals = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+        signal.sigwait(stop_signals)
     sys.exit(0)
