@@ -78,7 +78,7 @@ def test_dump_records_with_data(capsys, tmp_path):
                       "headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 3")
     status, out, _ = run(capsys, "dump", "--files", path, "--print-data-log",
                          "--skip-record-metadata")
-    assert out[3:5] == ["| key: k1 payload: hello", " payload: "]
+    assert out[3:5] == ["| key: k1 payload: hello", "| payload: "]
     status, out, _ = run(capsys, "dump", "--files", path, "--deep-iteration")
     assert out[3].endswith("headerKeys: [a,b]")
 
@@ -282,7 +282,7 @@ def test_dump_index_mismatches_print_last_found_first(capsys, history_dir, tmp_p
 
 @pytest.mark.parametrize("magic", [0, 1])
 def test_dump_legacy_record_lines(capsys, tmp_path, magic):
-    """Legacy records end " isValid: <b> crc: <crc>}" (the tool's spelling)."""
+    """Legacy records end " isValid: <b> crc: <crc>", as Kafka 4's tool prints them."""
     data = kcodec.encode([(b"k", b"v1", 1000, []), (None, b"v2", 1001, [])], magic=magic)
     directory = tmp_path / "legacy-0"
     write_log(str(directory), data)
@@ -295,5 +295,5 @@ def test_dump_legacy_record_lines(capsys, tmp_path, magic):
         crc = struct.unpack_from(">I", raw, pos + 12)[0]
         ts = (f"CreateTime: {1000 + (pos > 0)}" if magic else "NoTimestampType: -1")
         assert line == (f"| offset: {int(pos > 0)} {ts} keySize: {key_size} valueSize: "
-                        f"{len(value)} isValid: true crc: {crc}}}")
+                        f"{len(value)} isValid: true crc: {crc}")
     assert len(records) == 2

@@ -229,10 +229,9 @@ class Dumper:
                 keys = ",".join(k for k, _ in record.headers)
                 line += f" sequence: {record.sequence} headerKeys: [{keys}]"
             else:
-                # The tool's own spelling, closing brace included. For a
-                # compressed wrapper it prints the inner message's CRC, which
-                # Record does not expose: the wrapper's is printed here.
-                line += f" isValid: {str(batch.crc_valid).lower()} crc: {batch.crc}}}"
+                # For a compressed wrapper the tool prints the inner message's
+                # CRC, which Record does not expose: the wrapper's is printed here.
+                line += f" isValid: {str(batch.crc_valid).lower()} crc: {batch.crc}"
             if control is not None:
                 if control.type in ("COMMIT", "ABORT"):
                     line += (f" endTxnMarker: {control.type} "
@@ -242,10 +241,9 @@ class Dumper:
         if opts.print_data and not batch.is_control:
             if key is not None:
                 line += f"{prefix}key: {key}"
+                prefix = " "
             if value is not None:
-                # Kafka 3's tool: " payload" whatever came before; Kafka 4's
-                # prints "| payload" when the metadata is skipped and the key is null
-                line += f" payload: {value}"
+                line += f"{prefix}payload: {value}"
         self.emit(line)
 
     # ------------------------------------------------------------- indexes
