@@ -3,6 +3,7 @@ here (retransmissions, reordering, overlaps, gaps, pcap and pcapng), and on a
 real tcpdump capture of librdkafka talking to its mock cluster."""
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -17,7 +18,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import kcodec  # noqa: E402
-from kcodec.protocol import encode_request, encode_response  # noqa: E402
+from kcodec.protocol import ProtocolError, encode_request, encode_response  # noqa: E402
 from kcodec.protocol.capture import CaptureReader  # noqa: E402
 
 PORT = 9092
@@ -171,6 +172,42 @@ def test_garbage_stream_and_unmatched_response_are_warnings(tmp_path):
     assert list(reader) == []
     assert any("exceeds" in w and "skipped" in w for w in reader.warnings)
     assert any("response 77 answers no request" in w for w in reader.warnings)
+
+
+@pytest.mark.parametrize("ng", [False, True], ids=["pcap", "pcapng"])
+def test_capture_cut_short_or_damaged_decodes_what_came_before(tmp_path, ng):
+    """A capture cut inside a packet (tcpdump killed) or with damaged bytes
+    gives the records before the damage and a warning, or a typed error;
+    never a traceback from the capture library."""
+    tcp = Tcp(50006)
+    tcp.syn()
+    tcp.send(True, produce_frame(8, "orders", record_set([b"a", b"b"])))
+    tcp.send(False, produce_reply(8, "orders"))
+    tcp.send(True, produce_frame(9, "orders", record_set([b"c"])))
+    whole = tmp_path / "whole"
+    write_pcap(whole, tcp.packets, ng=ng)
+    data = whole.read_bytes()
+    everything = found_values(CaptureReader(str(whole), PORT))
+    assert [values for *_, values in everything] == [[b"a", b"b"], [b"c"]]
+    cut = tmp_path / "cut"
+    cut_in_header = 0
+    for end in range(len(data) // 2, len(data)):
+        cut.write_bytes(data[:end])
+        reader = CaptureReader(str(cut), PORT)
+        found = found_values(reader)
+        assert found == everything[:len(found)]
+        cut_in_header += any("the capture ends inside packet" in w for w in reader.warnings)
+    assert cut_in_header
+    rng = random.Random(6)
+    for _ in range(300):
+        damaged = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        cut.write_bytes(bytes(damaged))
+        try:
+            list(CaptureReader(str(cut), PORT))
+        except ProtocolError:
+            pass
 
 
 def test_not_a_capture_is_a_typed_error(tmp_path):

@@ -151,11 +151,11 @@ class CaptureReader:
         with open(self.path, "rb") as f:
             try:
                 reader = dpkt.pcap.UniversalReader(f)
-            except (ValueError, dpkt.dpkt.NeedData) as exc:
+            except (ValueError, dpkt.dpkt.UnpackError) as exc:
                 raise ProtocolError(f"not a pcap or pcapng file: {exc}", source=self.path) \
                     from None
             linktype = reader.datalink()
-            for number, (time, buf) in enumerate(reader, 1):
+            for time, buf in self._packets(reader):
                 try:
                     ip = _ip_packet(linktype, buf)
                 except (dpkt.dpkt.UnpackError, IndexError, ValueError):
@@ -167,6 +167,23 @@ class CaptureReader:
         for conn in connections.values():
             conn.requests.finish()
             conn.responses.finish()
+
+    def _packets(self, reader):
+        """The capture's packets, up to the first that cannot be read: a capture
+        cut short (a killed tcpdump) or damaged ends there, with a warning."""
+        packets = iter(reader)
+        number = 0
+        while True:
+            number += 1
+            try:
+                packet = next(packets)
+            except StopIteration:
+                return
+            except (dpkt.dpkt.UnpackError, ValueError, EOFError) as exc:
+                self.warn(f"{self.path}: the capture ends inside packet {number} "
+                          f"({type(exc).__name__}: {exc}); decoded what came before")
+                return
+            yield packet
 
     def _segment(self, connections, ip, tcp, time):
         src = (_address(ip, ip.src), tcp.sport)
