@@ -16,16 +16,13 @@ echo "== system tools (JDK, Maven, tcpdump)"
 bash "$repo/ci/system-tools.sh"
 
 # The broker tests' Apache Kafka jars and Spark's Kafka source, resolved by
-# Maven (cached: quick after the first run). Without them those tests skip,
-# and fail under CI.
+# Maven (cached: quick after the first run). Without them the broker tests
+# would only skip, so a failure to resolve them fails the run.
 echo "== Kafka broker jars"
-if kafka_env=$(bash "$repo/ci/kafka-broker.sh"); then
-    KCODEC_KAFKA_CLASSPATH=$(sed -n 's/^KCODEC_KAFKA_CLASSPATH=//p' <<<"$kafka_env")
-    KCODEC_SPARK_KAFKA_JARS=$(sed -n 's/^KCODEC_SPARK_KAFKA_JARS=//p' <<<"$kafka_env")
-    export KCODEC_KAFKA_CLASSPATH KCODEC_SPARK_KAFKA_JARS
-else
-    echo "warning: the Kafka broker's jars could not be resolved" >&2
-fi
+kafka_env=$(bash "$repo/ci/kafka-broker.sh")
+KCODEC_KAFKA_CLASSPATH=$(sed -n 's/^KCODEC_KAFKA_CLASSPATH=//p' <<<"$kafka_env")
+KCODEC_SPARK_KAFKA_JARS=$(sed -n 's/^KCODEC_SPARK_KAFKA_JARS=//p' <<<"$kafka_env")
+export KCODEC_KAFKA_CLASSPATH KCODEC_SPARK_KAFKA_JARS
 
 echo "== building sdist and wheel"
 "$python" -m venv "$work/build-env"

@@ -9,6 +9,7 @@ import time
 
 from . import bench, read_batches, read_records
 from .errors import KafkaFormatError
+from .protocol.frames import DEFAULT_MAX_FRAME_BYTES
 
 
 def _text_or_hex(blob):
@@ -282,7 +283,7 @@ def build_parser():
     p.add_argument("--out", help="write a Parquet file (one row per record, with api, "
                                  "api_version, correlation_id, topic, partition)")
     p.add_argument("--no-verify-crc", action="store_true", help="skip CRC checks")
-    p.add_argument("--max-frame-bytes", type=int, default=100 << 20,
+    p.add_argument("--max-frame-bytes", type=int, default=DEFAULT_MAX_FRAME_BYTES,
                    help="largest Kafka frame accepted (default 100 MiB)")
     p.set_defaults(func=cmd_capture)
     text = ("time decode/encode against aiokafka, kafka-python and the floors "

@@ -10,6 +10,7 @@ skip, and fail when CI is set.
 
 `python tests/kafka_broker.py` runs one in the foreground, for a look by hand."""
 import base64
+import ctypes
 import os
 import random
 import shutil
@@ -178,7 +179,8 @@ class KafkaBroker:
             self.process = subprocess.Popen(self.java_command("kafka.Kafka", config),
                                             stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=self._env(),
-                                            start_new_session=True)
+                                            start_new_session=True,
+                                            preexec_fn=_terminate_with_parent)
         try:
             self._wait_ready()
         except BaseException:
@@ -571,6 +573,13 @@ def broker_topics(broker):
     return _SESSION["topics"]
 
 
+def _terminate_with_parent():
+    """In the broker's child process before exec: SIGTERM it when the process
+    that started it dies, so a killed test run leaves no JVM behind."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def start_or_skip(workdir):
     """A started broker; skips (fails when CI is set) without Java or the jars."""
     try:
@@ -584,20 +593,35 @@ def start_or_skip(workdir):
 
 @pytest.fixture(scope="session")
 def broker():
+    # pytest keeps one copy of this fixture per importing module: a broker that
+    # could not start is not tried again by the next module.
+    if "unavailable" in _SESSION:
+        outcome, reason = _SESSION["unavailable"]
+        outcome(reason)
     if "broker" not in _SESSION:
         workdir = Path(tempfile.mkdtemp(prefix="kcodec-broker-"))
-        _SESSION["broker"] = start_or_skip(workdir)
+        try:
+            _SESSION["broker"] = start_or_skip(workdir)
+        except BaseException as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
+            if isinstance(exc, pytest.skip.Exception):
+                _SESSION["unavailable"] = (pytest.skip, str(exc))
+            else:
+                _SESSION["unavailable"] = (pytest.fail, f"the broker did not start: {exc}")
+            raise
         _SESSION["workdir"] = workdir
     _SESSION["users"] += 1
     running = _SESSION["broker"]
     yield running
     _SESSION["users"] -= 1
     if _SESSION["users"] == 0:
-        code = running.stop()
-        # 143: the JVM's exit status after a SIGTERM it handled by shutting down
-        assert code in (0, 143), f"the broker stopped with {code}:\n{running.log_tail()}"
-        shutil.rmtree(_SESSION.pop("workdir"), ignore_errors=True)
-        _SESSION.pop("broker")
+        try:
+            code = running.stop()
+            # 143: the JVM's exit status after a SIGTERM it handled by shutting down
+            assert code in (0, 143), f"the broker stopped with {code}:\n{running.log_tail()}"
+        finally:
+            shutil.rmtree(_SESSION.pop("workdir"), ignore_errors=True)
+            _SESSION.pop("broker")
 
 
 if __name__ == "__main__":

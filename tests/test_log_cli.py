@@ -261,9 +261,9 @@ def test_dump_empty_index_is_reported_before_the_sanity_check(capsys, tmp_path):
     assert out == [f"Dumping {path}", f"{path} is empty."]
 
 
-def test_dump_index_mismatches_print_last_found_first(capsys, history_dir, tmp_path):
-    """The tool prepends each mismatch to its list (Scala ::=), so the summary
-    lists the last index entry first."""
+def test_dump_index_mismatches_by_index_offset_highest_first(capsys, history_dir, tmp_path):
+    """Kafka 4's tool keeps index mismatches in a map sorted by index offset and
+    lists them highest first."""
     directory, _ = history_dir
     copy = tmp_path / "m-0"
     shutil.copytree(directory, copy)
