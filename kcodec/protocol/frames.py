@@ -170,12 +170,15 @@ class FrameSplitter:
         buffer += chunk
         frames = []
         start, end = 0, len(buffer)
-        while end - start >= 4:
-            size = frame_size(buffer, start, self.max_frame_bytes, self.consumed + start)
-            if end - start - 4 < size:
-                break
-            frames.append(bytes(buffer[start + 4:start + 4 + size]))
-            start += 4 + size
+        # A view's slice is copied once; a bytearray slice would be copied again
+        # by bytes(). The view is released before the buffer is trimmed.
+        with memoryview(buffer) as view:
+            while end - start >= 4:
+                size = frame_size(buffer, start, self.max_frame_bytes, self.consumed + start)
+                if end - start - 4 < size:
+                    break
+                frames.append(bytes(view[start + 4:start + 4 + size]))
+                start += 4 + size
         if start:
             del buffer[:start]
             self.consumed += start
