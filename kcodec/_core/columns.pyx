@@ -1,10 +1,13 @@
 # Records -> Arrow columns, with no Python object per record.
 #
-# Two passes over the parsed batches (records.pxd Slots): the first sums what
-# the columns will hold (rows, key/value/header bytes), so every buffer is
-# allocated once at its final size; the second copies fields into them without
-# the GIL. Header fields are re-read with bounded reads in both passes: the
-# input may be a mutable buffer.
+# Batch by batch: a batch's records are parsed into a small reused array of
+# Slots (records.pxd), measured, and copied into the column buffers at once,
+# while the batch and its slots are still in cache; a decompressed batch is
+# released before the next one is decompressed. The column buffers grow by
+# realloc; their first growth extrapolates from how much of the input that
+# took, so a uniform input is sized right after its first batch and most
+# decodes never copy a column. Header fields are re-read, with bounds, by
+# measure and by the copy: the input may be a mutable buffer.
 #
 # With views, key and value become Arrow binary_view columns: 16-byte views
 #   [int32 length][12 bytes inline]                                  length <= 12
@@ -12,13 +15,13 @@
 # whose data buffers are the input and the decompressed buffers themselves.
 cimport cython
 from libc.stdint cimport uintptr_t, uint8_t, uint64_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
-from libc.stdlib cimport realloc, free
+from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
-from kcodec._core.wire cimport FaultInfo, copy_bytes, load_u16, read_blob
+from kcodec._core.wire cimport FaultInfo, copy_bytes, load_i32, load_u16, read_blob
 from kcodec._core.records cimport (
     Batch, BatchReader, Slot, Slots, Source, V2Header, ENTRY_OK, LOG_OVERHEAD, V2_HEADER,
-    NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_records, read_v2_header,
+    V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_records, read_v2_header,
 )
 
 import pyarrow as pa
@@ -28,12 +31,11 @@ from kcodec.errors import CorruptRecordError
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
 
 
-cdef struct Block:            # one parsed batch, as the nogil pass needs it
+cdef struct Block:            # one parsed batch, as the copy needs it
     const uint8_t* base
     Slot* items
     Py_ssize_t count
-    Py_ssize_t first_slot      # where its slots are in the collector's arena; -1: in a Slots
-    Py_ssize_t start, end      # the records' bytes in their source (views)
+    Py_ssize_t start, end      # the records' bytes in their source
     int64_t producer_id
     int16_t producer_epoch
     int32_t leader_epoch
@@ -53,7 +55,7 @@ cdef struct Totals:
 
 
 cdef int measure(Block* b, Totals* t) noexcept nogil:
-    """Add a block to the totals; -1 when a header no longer fits its record."""
+    """A block's totals; -1 when a header no longer fits its record."""
     cdef Py_ssize_t i
     cdef int32_t j, hk, hv
     cdef Slot* s
@@ -61,7 +63,9 @@ cdef int measure(Block* b, Totals* t) noexcept nogil:
     cdef const uint8_t* end
     cdef const uint8_t* key
     cdef const uint8_t* value
-    t.rows += b.count
+    t.rows = b.count
+    t.key_bytes = t.value_bytes = t.headers = t.header_key_bytes = t.header_value_bytes = 0
+    t.header_keys_ascii = True
     for i in range(b.count):
         s = &b.items[i]
         if s.key_len > 0:
@@ -84,37 +88,118 @@ cdef int measure(Block* b, Totals* t) noexcept nogil:
     return 0
 
 
+# The column buffers, in the order of BUFFER_NAMES.
+cdef enum:
+    B_OFFSET, B_TIMESTAMP, B_TIMESTAMP_VALID, B_TIMESTAMP_TYPE, B_KEY_VALID, B_VALUE_VALID,
+    B_KEY_OFFSETS, B_KEY_DATA, B_VALUE_OFFSETS, B_VALUE_DATA, B_KEY_VIEWS, B_VALUE_VIEWS,
+    B_HEADER_LIST_OFFSETS, B_HEADERS_VALID, B_HEADER_KEY_OFFSETS, B_HEADER_KEY_DATA,
+    B_HEADER_VALUE_OFFSETS, B_HEADER_VALUE_DATA, B_HEADER_VALUE_VALID,
+    B_PRODUCER_ID, B_PRODUCER_EPOCH, B_SEQUENCE, B_TRANSACTIONAL, B_LEADER_EPOCH,
+    N_BUFFERS
+
+BUFFER_NAMES = (
+    "offset", "timestamp", "timestamp_valid", "timestampType", "key_valid", "value_valid",
+    "key_offsets", "key_data", "value_offsets", "value_data", "key_views", "value_views",
+    "header_list_offsets", "headers_valid", "header_key_offsets", "header_key_data",
+    "header_value_offsets", "header_value_data", "header_value_valid",
+    "producerId", "producerEpoch", "sequence", "isTransactional", "leaderEpoch",
+)
+
+# What a buffer's size follows: rows, headers, or the bytes of one binary column.
+cdef enum:          # Unit
+    PER_ROW, PER_HEADER, KEY_BYTES, VALUE_BYTES, HEADER_KEY_BYTES, HEADER_VALUE_BYTES, N_UNITS
+
+cdef int UNIT[N_BUFFERS]
+cdef int WIDTH[N_BUFFERS]          # bytes per unit; 0: a bitmap (one bit per unit)
+cdef bint PLUS_ONE[N_BUFFERS]      # offsets: one more entry than units
+
+cdef void describe(int i, int unit, int width, bint plus_one):
+    UNIT[i] = unit
+    WIDTH[i] = width
+    PLUS_ONE[i] = plus_one
+
+describe(B_OFFSET, PER_ROW, 8, False)
+describe(B_TIMESTAMP, PER_ROW, 8, False)
+describe(B_TIMESTAMP_VALID, PER_ROW, 0, False)
+describe(B_TIMESTAMP_TYPE, PER_ROW, 4, False)
+describe(B_KEY_VALID, PER_ROW, 0, False)
+describe(B_VALUE_VALID, PER_ROW, 0, False)
+describe(B_KEY_OFFSETS, PER_ROW, 4, True)
+describe(B_KEY_DATA, KEY_BYTES, 1, False)
+describe(B_VALUE_OFFSETS, PER_ROW, 4, True)
+describe(B_VALUE_DATA, VALUE_BYTES, 1, False)
+describe(B_KEY_VIEWS, PER_ROW, 16, False)
+describe(B_VALUE_VIEWS, PER_ROW, 16, False)
+describe(B_HEADER_LIST_OFFSETS, PER_ROW, 4, True)
+describe(B_HEADERS_VALID, PER_ROW, 0, False)
+describe(B_HEADER_KEY_OFFSETS, PER_HEADER, 4, True)
+describe(B_HEADER_KEY_DATA, HEADER_KEY_BYTES, 1, False)
+describe(B_HEADER_VALUE_OFFSETS, PER_HEADER, 4, True)
+describe(B_HEADER_VALUE_DATA, HEADER_VALUE_BYTES, 1, False)
+describe(B_HEADER_VALUE_VALID, PER_HEADER, 0, False)
+describe(B_PRODUCER_ID, PER_ROW, 8, False)
+describe(B_PRODUCER_EPOCH, PER_ROW, 2, False)
+describe(B_SEQUENCE, PER_ROW, 4, False)
+describe(B_TRANSACTIONAL, PER_ROW, 0, False)
+describe(B_LEADER_EPOCH, PER_ROW, 4, False)
+
+cdef inline Py_ssize_t buffer_bytes(int i, Py_ssize_t units) noexcept nogil:
+    if WIDTH[i] == 0:
+        return (units + 7) // 8
+    return WIDTH[i] * (units + PLUS_ONE[i])
+
+
 cdef struct Out:              # the column buffers being filled
     bint views                     # key and value as views, not offsets and data
-    int64_t* offset
-    int64_t* timestamp
-    uint8_t* timestamp_valid       # validity bitmaps (zeroed before the fill)
-    int32_t* timestamp_type
-    int32_t* key_offsets
-    uint8_t* key_data
-    uint8_t* key_views
-    uint8_t* key_valid
-    int32_t* value_offsets
-    uint8_t* value_data
-    uint8_t* value_views
-    uint8_t* value_valid
-    int32_t* header_list_offsets
-    uint8_t* headers_valid
-    int32_t* header_key_offsets
-    uint8_t* header_key_data
-    int32_t* header_value_offsets
-    uint8_t* header_value_data
-    uint8_t* header_value_valid
-    int64_t* producer_id           # batch columns (NULL unless asked for)
-    int16_t* producer_epoch
-    int32_t* sequence
-    uint8_t* transactional         # a bitmap, as Arrow stores booleans
-    int32_t* leader_epoch
+    bint enabled[N_BUFFERS]
+    uint8_t* mem[N_BUFFERS]
+    Py_ssize_t capacity[N_UNITS]   # units every buffer of a unit has room for
+    Py_ssize_t used[N_UNITS]       # units written: rows, headers, bytes of each binary column
+    Py_ssize_t needed[N_UNITS]     # units the block being added needs (see reserve)
+    Py_ssize_t input_bytes         # the whole input (0: unknown), and how much of it
+    Py_ssize_t consumed            # the blocks so far came from, to extrapolate growth
+    bint header_keys_ascii
     Py_ssize_t null_timestamps     # nulls counted while filling
     Py_ssize_t null_keys
     Py_ssize_t null_values
     Py_ssize_t null_headers
     Py_ssize_t null_header_values
+
+
+cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
+    """How many units to grow `unit`'s buffers to, for o.needed[unit]: the first
+    growths extrapolate from the share of the input consumed, up to what an
+    uncompressed input of its size could hold."""
+    cdef Py_ssize_t needed = o.needed[unit], guess, most
+    cdef Py_ssize_t units = max(needed, 2 * o.capacity[unit])
+    if o.input_bytes > o.consumed > 0:
+        most = (o.input_bytes // V2_MIN_RECORD if unit == PER_ROW else
+                o.input_bytes // 2 if unit == PER_HEADER else o.input_bytes)
+        guess = <Py_ssize_t>(<double>needed * o.input_bytes / o.consumed * 1.0625)
+        units = max(units, min(guess, most))
+    return units
+
+
+cdef int reserve(Out* o, Totals* t) noexcept nogil:
+    """Whether the buffers have room for a block of totals t: 0, 1 not yet (the
+    units needed are in o.needed), -2 past Arrow's 2 GiB of bytes in a binary
+    column."""
+    cdef int unit, st = 0
+    o.needed[PER_ROW] = o.used[PER_ROW] + t.rows
+    o.needed[PER_HEADER] = o.used[PER_HEADER] + t.headers
+    o.needed[KEY_BYTES] = o.used[KEY_BYTES] + (0 if o.views else t.key_bytes)
+    o.needed[VALUE_BYTES] = o.used[VALUE_BYTES] + (0 if o.views else t.value_bytes)
+    o.needed[HEADER_KEY_BYTES] = o.used[HEADER_KEY_BYTES] + t.header_key_bytes
+    o.needed[HEADER_VALUE_BYTES] = o.used[HEADER_VALUE_BYTES] + t.header_value_bytes
+    for unit in range(KEY_BYTES, N_UNITS):
+        if o.needed[unit] > MAX_ARROW_BYTES:
+            return -2
+    for unit in range(N_UNITS):
+        if o.needed[unit] > o.capacity[unit]:
+            st = 1
+    if st == 0 and not t.header_keys_ascii:
+        o.header_keys_ascii = False
+    return st
 
 
 cdef inline Py_ssize_t set_bit(uint8_t* bitmap, Py_ssize_t i, bint value) noexcept nogil:
@@ -151,90 +236,368 @@ cdef inline void put_view(const uint8_t* src, int32_t n, Block* b, uint8_t* view
         memcpy(view + 12, &offset, 4)
 
 
-cdef void fill(Block* blocks, Py_ssize_t n_blocks, Out* o) noexcept nogil:
-    cdef Py_ssize_t bi, i, row = 0, h = 0
+cdef int fill(Block* b, Out* o) noexcept nogil:
+    """Append a block's records (reserved for) to the columns; -1 when a header
+    changed since it was measured."""
+    cdef Py_ssize_t i, row = o.used[PER_ROW], h = o.used[PER_HEADER]
     cdef int32_t j, hk = 0, hv = 0
-    cdef Block* b
     cdef Slot* s
     cdef const uint8_t* p
     cdef const uint8_t* end
     cdef const uint8_t* key = NULL
     cdef const uint8_t* value = NULL
-    if not o.views:
-        o.key_offsets[0] = o.value_offsets[0] = 0
-    o.header_list_offsets[0] = o.header_key_offsets[0] = o.header_value_offsets[0] = 0
-    for bi in range(n_blocks):
-        b = &blocks[bi]
-        for i in range(b.count):
-            s = &b.items[i]
-            o.offset[row] = s.offset
-            o.timestamp[row] = s.timestamp
-            o.null_timestamps += set_bit(o.timestamp_valid, row, s.magic > 0)
-            o.timestamp_type[row] = s.ts_type
-            o.null_keys += set_bit(o.key_valid, row, s.key_len >= 0)
-            o.null_values += set_bit(o.value_valid, row, s.value_len >= 0)
-            if o.views:
-                put_view(b.base + s.key_pos, s.key_len, b, o.key_views + 16 * row)
-                put_view(b.base + s.value_pos, s.value_len, b, o.value_views + 16 * row)
+    cdef int64_t* offset = <int64_t*>o.mem[B_OFFSET]
+    cdef int64_t* timestamp = <int64_t*>o.mem[B_TIMESTAMP]
+    cdef uint8_t* timestamp_valid = o.mem[B_TIMESTAMP_VALID]
+    cdef int32_t* timestamp_type = <int32_t*>o.mem[B_TIMESTAMP_TYPE]
+    cdef uint8_t* key_valid = o.mem[B_KEY_VALID]
+    cdef uint8_t* value_valid = o.mem[B_VALUE_VALID]
+    cdef int32_t* key_offsets = <int32_t*>o.mem[B_KEY_OFFSETS]
+    cdef uint8_t* key_data = o.mem[B_KEY_DATA]
+    cdef int32_t* value_offsets = <int32_t*>o.mem[B_VALUE_OFFSETS]
+    cdef uint8_t* value_data = o.mem[B_VALUE_DATA]
+    cdef uint8_t* key_views = o.mem[B_KEY_VIEWS]
+    cdef uint8_t* value_views = o.mem[B_VALUE_VIEWS]
+    cdef int32_t* header_list_offsets = <int32_t*>o.mem[B_HEADER_LIST_OFFSETS]
+    cdef uint8_t* headers_valid = o.mem[B_HEADERS_VALID]
+    cdef int32_t* header_key_offsets = <int32_t*>o.mem[B_HEADER_KEY_OFFSETS]
+    cdef uint8_t* header_key_data = o.mem[B_HEADER_KEY_DATA]
+    cdef int32_t* header_value_offsets = <int32_t*>o.mem[B_HEADER_VALUE_OFFSETS]
+    cdef uint8_t* header_value_data = o.mem[B_HEADER_VALUE_DATA]
+    cdef uint8_t* header_value_valid = o.mem[B_HEADER_VALUE_VALID]
+    cdef bint batch_columns = o.enabled[B_PRODUCER_ID], views = o.views
+    cdef Py_ssize_t null_timestamps = 0, null_keys = 0, null_values = 0, null_headers = 0
+    cdef Py_ssize_t null_header_values = 0
+    cdef Py_ssize_t header_keys_room = o.capacity[HEADER_KEY_BYTES]
+    cdef Py_ssize_t header_values_room = o.capacity[HEADER_VALUE_BYTES]
+    for i in range(b.count):
+        s = &b.items[i]
+        offset[row] = s.offset
+        timestamp[row] = s.timestamp
+        null_timestamps += set_bit(timestamp_valid, row, s.magic > 0)
+        timestamp_type[row] = s.ts_type
+        null_keys += set_bit(key_valid, row, s.key_len >= 0)
+        null_values += set_bit(value_valid, row, s.value_len >= 0)
+        if views:
+            put_view(b.base + s.key_pos, s.key_len, b, key_views + 16 * row)
+            put_view(b.base + s.value_pos, s.value_len, b, value_views + 16 * row)
+        else:
+            put_bytes(b.base + s.key_pos, s.key_len, key_data, key_offsets, row)
+            put_bytes(b.base + s.value_pos, s.value_len, value_data, value_offsets, row)
+        null_headers += set_bit(headers_valid, row, s.headers_count > 0)
+        p = b.base + s.headers_pos
+        end = b.base + s.headers_end
+        for j in range(s.headers_count):
+            if read_blob(&p, end, &key, &hk) or read_blob(&p, end, &value, &hv):
+                return -1
+            if (hk > header_keys_room - header_key_offsets[h]
+                    or hv > header_values_room - header_value_offsets[h]):
+                return -1
+            put_bytes(key, hk, header_key_data, header_key_offsets, h)
+            null_header_values += set_bit(header_value_valid, h, hv >= 0)
+            put_bytes(value, hv, header_value_data, header_value_offsets, h)
+            h += 1
+        header_list_offsets[row + 1] = <int32_t>h
+        if batch_columns:
+            (<int64_t*>o.mem[B_PRODUCER_ID])[row] = b.producer_id
+            (<int16_t*>o.mem[B_PRODUCER_EPOCH])[row] = b.producer_epoch
+            (<int32_t*>o.mem[B_SEQUENCE])[row] = s.sequence
+            set_bit(o.mem[B_TRANSACTIONAL], row, b.transactional)
+            (<int32_t*>o.mem[B_LEADER_EPOCH])[row] = b.leader_epoch
+        row += 1
+    o.null_timestamps += null_timestamps
+    o.null_keys += null_keys
+    o.null_values += null_values
+    o.null_headers += null_headers
+    o.null_header_values += null_header_values
+    o.used[PER_ROW] = row
+    o.used[PER_HEADER] = h
+    if not views:
+        o.used[KEY_BYTES] = key_offsets[row]
+        o.used[VALUE_BYTES] = value_offsets[row]
+    o.used[HEADER_KEY_BYTES] = header_key_offsets[h]
+    o.used[HEADER_VALUE_BYTES] = header_value_offsets[h]
+    return 0
+
+
+cdef int add_block(Out* o, Block* b, Py_ssize_t consumed) noexcept nogil:
+    """Measure and copy one block; consumed: the input bytes read so far, this
+    block's included. 0, or 1 when the buffers must grow first (and the block
+    be added again), -2 past 2 GiB, -3 a header changed since the batch was
+    parsed."""
+    cdef Totals t
+    cdef int st
+    if measure(b, &t):
+        return -3
+    o.consumed = consumed
+    st = reserve(o, &t)
+    if st:
+        return st
+    return -3 if fill(b, o) else 0
+
+
+cdef struct Spare:
+    void* memory
+    Py_ssize_t capacity
+
+
+# Column memory of tables that are gone, kept for the next decode (under the
+# GIL): memory handed back to the OS on free (glibc returns blocks above its
+# mmap threshold, jemalloc purges them) must be faulted in again, which on a
+# virtual machine costs more than decoding the records.
+cdef enum:
+    KEPT_BLOCKS = 32
+cdef size_t MIN_KEPT_BYTES = 64 << 10
+cdef size_t MAX_KEPT_BYTES = 64 << 20
+cdef void* kept_memory[KEPT_BLOCKS]
+cdef size_t kept_capacity[KEPT_BLOCKS]
+cdef size_t kept_total = 0
+cdef int n_kept = 0
+
+
+cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept:
+    """A block of at least `size` bytes: the smallest kept one not over four
+    times too big, else a new one."""
+    global kept_total, n_kept
+    cdef int i, best = -1
+    cdef void* memory
+    if size >= MIN_KEPT_BYTES:
+        for i in range(n_kept):
+            if size <= kept_capacity[i] <= 4 * size and (
+                    best < 0 or kept_capacity[i] < kept_capacity[best]):
+                best = i
+    if best < 0:
+        capacity[0] = max(size, 1)
+        return <uint8_t*>malloc(capacity[0])
+    memory = kept_memory[best]
+    capacity[0] = kept_capacity[best]
+    kept_total -= kept_capacity[best]
+    n_kept -= 1
+    kept_memory[best] = kept_memory[n_kept]
+    kept_capacity[best] = kept_capacity[n_kept]
+    return <uint8_t*>memory
+
+
+cdef void give_back(void* memory, size_t capacity) noexcept:
+    global kept_total, n_kept
+    if capacity < MIN_KEPT_BYTES or n_kept == KEPT_BLOCKS or kept_total + capacity > MAX_KEPT_BYTES:
+        free(memory)
+        return
+    kept_memory[n_kept] = memory
+    kept_capacity[n_kept] = capacity
+    kept_total += capacity
+    n_kept += 1
+
+
+@cython.final
+cdef class ColumnMemory:
+    """One column buffer's memory, given back for reuse when Arrow drops it."""
+    cdef uint8_t* memory
+    cdef size_t capacity
+
+    @staticmethod
+    cdef ColumnMemory take(size_t size):
+        cdef ColumnMemory m = ColumnMemory.__new__(ColumnMemory)
+        m.memory = take_memory(size, &m.capacity)
+        if m.memory == NULL:
+            raise MemoryError()
+        return m
+
+    def __dealloc__(self):
+        if self.memory != NULL:
+            give_back(self.memory, self.capacity)
+
+
+# The slot array of the last decode, kept for the next one (under the GIL):
+# growing it anew each time would fault in fresh pages, which on a virtual
+# machine costs more than parsing the records. Large ones are freed.
+cdef Spare spare_slots
+cdef size_t MAX_SPARE_BYTES = 8 << 20
+
+
+@cython.final
+cdef class Collector:
+    """The columns of one decode, filled batch by batch."""
+    cdef Out o
+    cdef list memory                # the Arrow buffer behind each o.mem (None: not used)
+    cdef Slot* slots                # the batch being copied, parsed by scan_plain
+    cdef Py_ssize_t slots_capacity
+    cdef bint include_control, views
+    cdef list buffers
+    cdef dict current
+
+    def __cinit__(self, bint include_control, bint views, bint batch_columns,
+                  Py_ssize_t input_bytes):
+        global spare_slots
+        cdef int i
+        self.include_control = include_control
+        self.views = views
+        self.buffers = []
+        self.current = {}
+        self.slots = <Slot*>spare_slots.memory
+        self.slots_capacity = spare_slots.capacity
+        spare_slots.memory = NULL
+        spare_slots.capacity = 0
+        memset(&self.o, 0, sizeof(Out))
+        self.o.views = views
+        self.o.input_bytes = input_bytes
+        self.o.header_keys_ascii = True
+        for i in range(N_BUFFERS):
+            if i in (B_KEY_OFFSETS, B_KEY_DATA, B_VALUE_OFFSETS, B_VALUE_DATA):
+                self.o.enabled[i] = not views
+            elif i in (B_KEY_VIEWS, B_VALUE_VIEWS):
+                self.o.enabled[i] = views
+            elif i >= B_PRODUCER_ID:
+                self.o.enabled[i] = batch_columns
             else:
-                put_bytes(b.base + s.key_pos, s.key_len, o.key_data, o.key_offsets, row)
-                put_bytes(b.base + s.value_pos, s.value_len, o.value_data, o.value_offsets, row)
-            o.null_headers += set_bit(o.headers_valid, row, s.headers_count > 0)
-            p = b.base + s.headers_pos
-            end = b.base + s.headers_end
-            for j in range(s.headers_count):
-                read_blob(&p, end, &key, &hk)          # measured already: in bounds
-                read_blob(&p, end, &value, &hv)
-                put_bytes(key, hk, o.header_key_data, o.header_key_offsets, h)
-                o.null_header_values += set_bit(o.header_value_valid, h, hv >= 0)
-                put_bytes(value, hv, o.header_value_data, o.header_value_offsets, h)
-                h += 1
-            o.header_list_offsets[row + 1] = <int32_t>h
-            if o.producer_id != NULL:
-                o.producer_id[row] = b.producer_id
-                o.producer_epoch[row] = b.producer_epoch
-                o.sequence[row] = s.sequence
-                set_bit(o.transactional, row, b.transactional)
-                o.leader_epoch[row] = b.leader_epoch
-            row += 1
+                self.o.enabled[i] = True
+        self.memory = []
+        for i in range(N_BUFFERS):
+            buf = None
+            if self.o.enabled[i]:
+                buf = ColumnMemory.take(buffer_bytes(i, 0))
+                self.o.mem[i] = (<ColumnMemory>buf).memory
+            self.memory.append(buf)
+        for i in (B_KEY_OFFSETS, B_VALUE_OFFSETS, B_HEADER_LIST_OFFSETS, B_HEADER_KEY_OFFSETS,
+                  B_HEADER_VALUE_OFFSETS):
+            if self.o.enabled[i]:
+                (<int32_t*>self.o.mem[i])[0] = 0
 
+    def __dealloc__(self):
+        if (self.slots_capacity * sizeof(Slot) > MAX_SPARE_BYTES
+                or self.slots_capacity <= spare_slots.capacity):
+            free(self.slots)
+        else:
+            free(spare_slots.memory)
+            spare_slots.memory = self.slots
+            spare_slots.capacity = self.slots_capacity
 
-_POOL = pa.system_memory_pool()
-cdef Py_ssize_t ALIGNMENT = 64
+    cdef Slot* slots_for(self, Py_ssize_t n) noexcept nogil:
+        """Room for n slots (NULL when out of memory)."""
+        cdef Slot* grown
+        if n > self.slots_capacity:
+            grown = <Slot*>realloc(self.slots, max(n, 1024) * sizeof(Slot))
+            if grown == NULL:
+                return NULL
+            self.slots = grown
+            self.slots_capacity = max(n, 1024)
+        return self.slots
 
+    cdef int grow(self) except -1:
+        """Grow the buffers of every unit the last add_block needed more of."""
+        cdef Py_ssize_t units, written, new
+        cdef int unit, i
+        cdef ColumnMemory grown
+        for unit in range(N_UNITS):
+            if self.o.needed[unit] <= self.o.capacity[unit]:
+                continue
+            units = grown_units(&self.o, unit)
+            for i in range(N_BUFFERS):
+                if not self.o.enabled[i] or UNIT[i] != unit:
+                    continue
+                written = buffer_bytes(i, self.o.used[unit])
+                new = buffer_bytes(i, units)
+                grown = ColumnMemory.take(new)
+                memcpy(grown.memory, self.o.mem[i], written)
+                if WIDTH[i] == 0:
+                    memset(grown.memory + written, 0, new - written)
+                self.memory[i] = grown
+                self.o.mem[i] = grown.memory
+            self.o.capacity[unit] = units
+        return 0
 
-cdef class Columns:
-    """Every fixed-width and offsets buffer of one decode, and its data buffers,
-    carved out of one allocation from Arrow's system (malloc) pool. Output
-    columns are megabytes written once: allocators that hand such blocks back
-    to the OS on free (numpy's large arrays, mimalloc's huge objects) make
-    every decode fault its pages in again, which on a virtual machine costs
-    more than decoding the records; malloc keeps them for the next call."""
-    cdef object memory
-    cdef uint8_t* base
-    cdef dict regions               # name -> (start, size)
+    cdef int added(self, int st, Py_ssize_t position) except -1:
+        """Raise what add_block's status st says, for the batch at `position`."""
+        if st == -1:
+            raise MemoryError()
+        if st == -2:
+            raise ValueError("a binary column would exceed Arrow's 2 GiB limit; decode fewer "
+                             "batches at a time (e.g. iter_decode)")
+        if st == -3:
+            raise CorruptRecordError("record headers no longer fit their record: the input "
+                                     "buffer changed after it was read", position=position)
+        return 0
 
-    def __cinit__(self, list sizes):
-        cdef Py_ssize_t at = 0
-        self.regions = {}
-        for name, size in sizes:
-            self.regions[name] = (at, size)
-            at += (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-        self.memory = pa.allocate_buffer(max(at, 1), memory_pool=_POOL)
-        self.base = <uint8_t*><uintptr_t>self.memory.address
+    cdef int add_batch(self, Batch batch, Py_ssize_t consumed) except -1:
+        cdef Slots slots
+        cdef Block b
+        cdef int st
+        if batch.magic == 2 and batch.attributes & 0x20:
+            if not self.include_control:
+                return 0
+            batch._loaded()                          # validates the control keys and values
+        slots = batch.parsed()
+        b.base = slots.src.base
+        b.items = slots.items
+        b.count = slots.count
+        b.producer_id = batch.producer_id
+        b.producer_epoch = batch.producer_epoch
+        b.leader_epoch = batch.partition_leader_epoch
+        b.transactional = batch.magic == 2 and batch.attributes & 0x10
+        b.start = batch.position + LOG_OVERHEAD
+        b.end = batch.position + batch.size
+        if self.views and slots.count:
+            if slots.src is batch.src:
+                view_buffer(&b, slots.src, b.start, b.end, self.current, self.buffers)
+            else:
+                view_buffer(&b, slots.src, 0, slots.src.length, self.current, self.buffers)
+        while True:
+            if slots.count < NOGIL_MIN_BYTES // 64:
+                st = add_block(&self.o, &b, consumed)
+            else:
+                with nogil:
+                    st = add_block(&self.o, &b, consumed)
+            if st != 1:
+                return self.added(st, batch.position)
+            self.grow()
 
-    cdef uint8_t* ptr(self, name, bint zeroed=False):
-        cdef Py_ssize_t at, size
-        if name not in self.regions:
-            return NULL
-        at, size = self.regions[name]
-        if zeroed:
-            memset(self.base + at, 0, size)
-        return self.base + at
+    cdef int add_plain(self, Source src, Py_ssize_t* pos, int64_t max_entry, bint verify_crc,
+                       int64_t start, int64_t end) except -1:
+        """Take the uncompressed v2 batches from *pos on (see scan_plain)."""
+        cdef Block window
+        cdef Py_ssize_t limit = src.length, entry_end = 0
+        cdef int st
+        window.window = NULL
+        window.buffer = 0
+        while True:
+            if self.views and plain_batch_at(src.base + pos[0], src.length - pos[0]):
+                # Views address at most 2 GiB of one buffer: a run that goes on
+                # past that continues in a new window (see view_buffer).
+                if src.length - pos[0] >= LOG_OVERHEAD:
+                    entry_end = pos[0] + LOG_OVERHEAD + max(0, load_i32(src.base + pos[0] + 8))
+                view_buffer(&window, src, pos[0] + LOG_OVERHEAD, min(entry_end, src.length),
+                            self.current, self.buffers)
+                limit = min(src.length, window.window - src.base + MAX_ARROW_BYTES)
+            if src.length - pos[0] < NOGIL_MIN_BYTES or not plain_batch_at(src.base + pos[0],
+                                                                            src.length - pos[0]):
+                st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc, start,
+                                end, &window, limit)
+            else:
+                with nogil:
+                    st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc,
+                                    start, end, &window, limit)
+            if st == 1:
+                self.grow()
+            elif st != 2:
+                return self.added(st, pos[0])
 
-    cdef buffer(self, name):
-        at, size = self.regions[name]
-        return self.memory.slice(at, size)
+    cdef dict columns(self):
+        cdef Py_ssize_t rows = self.o.used[PER_ROW], nh = self.o.used[PER_HEADER]
+        cdef Py_ssize_t size
+        cdef int i
+        cdef ColumnMemory m
+        buffers = {}
+        for i in range(N_BUFFERS):
+            if not self.o.enabled[i]:
+                continue
+            size = buffer_bytes(i, self.o.used[UNIT[i]])
+            m = self.memory[i]
+            buffers[BUFFER_NAMES[i]] = pa.foreign_buffer(<uintptr_t>m.memory, size, m)
+        nulls = {"timestamp": self.o.null_timestamps, "key": self.o.null_keys,
+                 "value": self.o.null_values, "headers": self.o.null_headers,
+                 "header_value": self.o.null_header_values}
+        return _assemble(buffers, rows, nh, nulls, self.o.header_keys_ascii,
+                         self.o.enabled[B_PRODUCER_ID], self.buffers if self.views else None)
 
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
@@ -263,218 +626,6 @@ cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict cu
     b.buffer = index
 
 
-cdef struct Spare:
-    void* memory
-    Py_ssize_t capacity
-
-
-# The block and slot arrays of the last decode, kept for the next one (under
-# the GIL): growing them anew each time would fault in fresh pages, which on
-# a virtual machine costs more than parsing the records. Large ones are freed.
-cdef Spare spare_blocks, spare_arena
-cdef size_t MAX_SPARE_BYTES = 8 << 20
-
-
-cdef void keep_spare(Spare* spare, void* memory, size_t nbytes, Py_ssize_t capacity) noexcept:
-    if memory == NULL:
-        return
-    if nbytes > MAX_SPARE_BYTES or capacity <= spare.capacity:
-        free(memory)
-        return
-    free(spare.memory)
-    spare.memory = memory
-    spare.capacity = capacity
-
-
-@cython.final
-cdef class Collector:
-    """The parsed batches of one decode, as Blocks: batches read as Batch objects
-    keep their slots in a Slots object; uncompressed v2 batches parsed by
-    scan_plain keep theirs in one arena."""
-    cdef Block* blocks
-    cdef Py_ssize_t n_blocks, blocks_capacity
-    cdef Slot* arena
-    cdef Py_ssize_t arena_used, arena_capacity
-    cdef list keep_alive
-    cdef bint include_control, views
-    cdef list buffers
-    cdef dict current
-
-    def __cinit__(self, bint include_control, bint views):
-        global spare_blocks, spare_arena
-        self.include_control = include_control
-        self.views = views
-        self.keep_alive = []
-        self.buffers = []
-        self.current = {}
-        self.blocks = <Block*>spare_blocks.memory
-        self.blocks_capacity = spare_blocks.capacity
-        self.arena = <Slot*>spare_arena.memory
-        self.arena_capacity = spare_arena.capacity
-        spare_blocks.memory = spare_arena.memory = NULL
-        spare_blocks.capacity = spare_arena.capacity = 0
-
-    def __dealloc__(self):
-        keep_spare(&spare_blocks, self.blocks, self.blocks_capacity * sizeof(Block),
-                   self.blocks_capacity)
-        keep_spare(&spare_arena, self.arena, self.arena_capacity * sizeof(Slot),
-                   self.arena_capacity)
-
-    cdef Block* new_block(self) noexcept nogil:
-        cdef Py_ssize_t capacity
-        cdef Block* grown
-        if self.n_blocks == self.blocks_capacity:
-            capacity = max(16, 2 * self.blocks_capacity)
-            grown = <Block*>realloc(self.blocks, capacity * sizeof(Block))
-            if grown == NULL:
-                return NULL
-            self.blocks = grown
-            self.blocks_capacity = capacity
-        self.n_blocks += 1
-        return &self.blocks[self.n_blocks - 1]
-
-    cdef Slot* reserve(self, Py_ssize_t n) noexcept nogil:
-        """Room for n slots at the end of the arena (NULL when out of memory)."""
-        cdef Py_ssize_t capacity
-        cdef Slot* grown
-        if self.arena_used + n > self.arena_capacity:
-            capacity = max(1024, 2 * self.arena_capacity, self.arena_used + n)
-            grown = <Slot*>realloc(self.arena, capacity * sizeof(Slot))
-            if grown == NULL:
-                return NULL
-            self.arena = grown
-            self.arena_capacity = capacity
-        return self.arena + self.arena_used
-
-    cdef int add_batch(self, Batch batch) except -1:
-        cdef Slots slots
-        cdef Block* b
-        if batch.magic == 2 and batch.attributes & 0x20:
-            if not self.include_control:
-                return 0
-            batch._loaded()                          # validates the control keys and values
-        slots = batch.parsed()
-        self.keep_alive.append(slots)
-        b = self.new_block()
-        if b == NULL:
-            raise MemoryError()
-        b.base = slots.src.base
-        b.items = slots.items
-        b.first_slot = -1
-        b.count = slots.count
-        b.producer_id = batch.producer_id
-        b.producer_epoch = batch.producer_epoch
-        b.leader_epoch = batch.partition_leader_epoch
-        b.transactional = batch.magic == 2 and batch.attributes & 0x10
-        b.start = batch.position + LOG_OVERHEAD
-        b.end = batch.position + batch.size
-        if self.views and slots.count:
-            if slots.src is batch.src:
-                view_buffer(b, slots.src, b.start, b.end, self.current, self.buffers)
-            else:
-                view_buffer(b, slots.src, 0, slots.src.length, self.current, self.buffers)
-        return 0
-
-    cdef int add_plain(self, Source src, Py_ssize_t* pos, int64_t max_entry, bint verify_crc,
-                       int64_t start, int64_t end) except -1:
-        """Take the uncompressed v2 batches from *pos on (see scan_plain)."""
-        cdef Py_ssize_t first = self.n_blocks, k
-        cdef int st
-        if src.length - pos[0] < NOGIL_MIN_BYTES or not plain_batch_at(src.base + pos[0],
-                                                                        src.length - pos[0]):
-            st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc, start, end)
-        else:
-            with nogil:
-                st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc, start,
-                                end)
-        if st:
-            raise MemoryError()
-        if self.views:
-            for k in range(first, self.n_blocks):
-                view_buffer(&self.blocks[k], src, self.blocks[k].start, self.blocks[k].end,
-                            self.current, self.buffers)
-        return 0
-
-    cdef dict columns(self, bint batch_columns):
-        cdef Py_ssize_t k
-        cdef Totals t
-        cdef Out o
-        cdef Block* b
-        t.rows = t.key_bytes = t.value_bytes = t.headers = 0
-        t.header_key_bytes = t.header_value_bytes = 0
-        t.header_keys_ascii = True
-        for k in range(self.n_blocks):
-            b = &self.blocks[k]
-            if b.first_slot >= 0:
-                b.items = self.arena + b.first_slot
-            if measure(b, &t):
-                raise CorruptRecordError("record headers no longer fit their record: the input "
-                                         "buffer changed after it was read",
-                                         position=b.start - LOG_OVERHEAD)
-        copied = (t.header_key_bytes, t.header_value_bytes)
-        if not self.views:
-            copied += (t.key_bytes, t.value_bytes)
-        for size in copied:
-            if size > MAX_ARROW_BYTES:
-                raise ValueError(f"{size} bytes in one column exceed Arrow's 2 GiB binary "
-                                 "limit; decode fewer batches at a time (e.g. iter_decode)")
-        rows, nh = t.rows, t.headers
-        bitmap = (rows + 7) // 8
-        sizes = [("offset", 8 * rows), ("timestamp", 8 * rows), ("timestamp_valid", bitmap),
-                 ("timestampType", 4 * rows), ("key_valid", bitmap), ("value_valid", bitmap),
-                 ("header_list_offsets", 4 * (rows + 1)), ("headers_valid", bitmap),
-                 ("header_key_offsets", 4 * (nh + 1)), ("header_key_data", t.header_key_bytes),
-                 ("header_value_offsets", 4 * (nh + 1)),
-                 ("header_value_data", t.header_value_bytes),
-                 ("header_value_valid", (nh + 7) // 8)]
-        if self.views:
-            sizes += [("key_views", 16 * rows), ("value_views", 16 * rows)]
-        else:
-            sizes += [("key_offsets", 4 * (rows + 1)), ("key_data", t.key_bytes),
-                      ("value_offsets", 4 * (rows + 1)), ("value_data", t.value_bytes)]
-        if batch_columns:
-            sizes += [("producerId", 8 * rows), ("producerEpoch", 2 * rows),
-                      ("sequence", 4 * rows), ("isTransactional", bitmap),
-                      ("leaderEpoch", 4 * rows)]
-        cdef Columns cols = Columns(sizes)
-        o.views = self.views
-        o.offset = <int64_t*>cols.ptr("offset")
-        o.timestamp = <int64_t*>cols.ptr("timestamp")
-        o.timestamp_valid = cols.ptr("timestamp_valid", True)
-        o.timestamp_type = <int32_t*>cols.ptr("timestampType")
-        o.key_offsets = <int32_t*>cols.ptr("key_offsets")
-        o.key_data = cols.ptr("key_data")
-        o.key_views = cols.ptr("key_views")
-        o.key_valid = cols.ptr("key_valid", True)
-        o.value_offsets = <int32_t*>cols.ptr("value_offsets")
-        o.value_data = cols.ptr("value_data")
-        o.value_views = cols.ptr("value_views")
-        o.value_valid = cols.ptr("value_valid", True)
-        o.header_list_offsets = <int32_t*>cols.ptr("header_list_offsets")
-        o.headers_valid = cols.ptr("headers_valid", True)
-        o.header_key_offsets = <int32_t*>cols.ptr("header_key_offsets")
-        o.header_key_data = cols.ptr("header_key_data")
-        o.header_value_offsets = <int32_t*>cols.ptr("header_value_offsets")
-        o.header_value_data = cols.ptr("header_value_data")
-        o.header_value_valid = cols.ptr("header_value_valid", True)
-        o.producer_id = <int64_t*>cols.ptr("producerId")
-        o.producer_epoch = <int16_t*>cols.ptr("producerEpoch")
-        o.sequence = <int32_t*>cols.ptr("sequence")
-        o.transactional = cols.ptr("isTransactional", True)
-        o.leader_epoch = <int32_t*>cols.ptr("leaderEpoch")
-        o.null_timestamps = o.null_keys = o.null_values = 0
-        o.null_headers = o.null_header_values = 0
-        if rows < NOGIL_MIN_BYTES // 64:
-            fill(self.blocks, self.n_blocks, &o)
-        else:
-            with nogil:
-                fill(self.blocks, self.n_blocks, &o)
-        nulls = {"timestamp": o.null_timestamps, "key": o.null_keys, "value": o.null_values,
-                 "headers": o.null_headers, "header_value": o.null_header_values}
-        return _assemble(cols, rows, nh, nulls, t.header_keys_ascii, batch_columns,
-                         self.buffers if self.views else None)
-
-
 cdef inline bint plain_batch_at(const uint8_t* p, Py_ssize_t remaining) noexcept nogil:
     """Whether the entry at p looks like an uncompressed v2 batch (so that a scan
     is worth releasing the GIL for)."""
@@ -482,20 +633,25 @@ cdef inline bint plain_batch_at(const uint8_t* p, Py_ssize_t remaining) noexcept
 
 
 cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
-                    int64_t max_entry, bint verify_crc, int64_t start, int64_t end) noexcept nogil:
-    """Parse the uncompressed v2 batches from *pos on, with no Python object per
-    batch, until an entry it does not take whole: the end or a partial entry,
-    a legacy or compressed entry, a control batch to include, anything that
-    fails a check. That entry is left at *pos for BatchReader (which raises
-    the error, if any). Control batches and batches outside [start, end) are
-    skipped, CRCs checked, as decode_columns skips them. -1: out of memory."""
+                    int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
+                    Block* window, Py_ssize_t limit) noexcept nogil:
+    """Parse and copy the uncompressed v2 batches from *pos on, with no Python
+    object per batch, until an entry it does not take whole: the end or a
+    partial entry, a legacy or compressed entry, a control batch to include,
+    anything that fails a check. That entry is left at *pos for BatchReader
+    (which raises the error, if any). Control batches and batches outside
+    [start, end) are skipped, CRCs checked, as decode_columns skips them.
+    With views, a batch ending past `limit` stops the scan with 2. Otherwise
+    add_block's status (1: the buffers must grow; *pos is at that batch)."""
     cdef const uint8_t* p
     cdef int32_t size
-    cdef int attributes
+    cdef int attributes, st
     cdef V2Header h
-    cdef Block* b
+    cdef Block b
     cdef Slot* slots
     cdef FaultInfo fi
+    b.window = window.window
+    b.buffer = window.buffer
     while True:
         p = base + pos[0]
         if entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK or p[16] != 2:
@@ -508,19 +664,17 @@ cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssiz
         if h.count and not attributes & 0x20 and h.last_offset >= start and h.base_offset < end:
             if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
                 return 0
-            slots = c.reserve(h.count)
+            if c.views and pos[0] + LOG_OVERHEAD + size > limit:
+                return 2
+            slots = c.slots_for(h.count)
             if slots == NULL:
                 return -1
             if parse_v2_records(base, p + V2_HEADER, p + LOG_OVERHEAD + size, h.count,
                                 h.base_offset, h.first_timestamp, h.max_timestamp,
                                 (attributes >> 3) & 1, h.base_sequence, slots, &fi):
                 return 0
-            b = c.new_block()
-            if b == NULL:
-                return -1
             b.base = base
-            b.items = NULL
-            b.first_slot = c.arena_used
+            b.items = slots
             b.count = h.count
             b.start = pos[0] + LOG_OVERHEAD
             b.end = pos[0] + LOG_OVERHEAD + size
@@ -528,7 +682,9 @@ cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssiz
             b.producer_epoch = h.producer_epoch
             b.leader_epoch = h.leader_epoch
             b.transactional = (attributes & 0x10) != 0
-            c.arena_used += h.count
+            st = add_block(&c.o, &b, b.end)
+            if st:
+                return st
         pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
 
 
@@ -538,11 +694,11 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
     Arrow arrays named as decode()'s schema. With `views`, key and value are
     binary_view arrays pointing into the input and decompressed buffers, which
     they keep alive."""
-    cdef Collector c = Collector(include_control, views)
+    cdef Collector c = Collector(include_control, views, batch_columns, 0)
     cdef Batch batch
     for batch in batches:
-        c.add_batch(batch)
-    return c.columns(batch_columns)
+        c.add_batch(batch, 0)
+    return c.columns()
 
 
 def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
@@ -552,10 +708,11 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
     accepts: runs of uncompressed v2 batches are parsed without the GIL and
     without Batch objects, skipping those outside [start_offset, end_offset)
     (`keep` must skip the same); every other entry is read by `reader`."""
-    cdef Collector c = Collector(include_control, views)
+    cdef Collector c = Collector(include_control, views, batch_columns, reader.src.length)
     cdef int64_t start = INT64_MIN if start_offset is None else start_offset
     cdef int64_t end = INT64_MAX if end_offset is None else end_offset
     cdef Py_ssize_t pos
+    cdef Batch batch
     while True:
         pos = reader.pos
         c.add_plain(reader.src, &pos, reader.max_entry, reader.verify_crc, start, end)
@@ -564,17 +721,17 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
         if batch is None:
             break
         if keep is None or keep(batch):
-            c.add_batch(batch)
-    return c.columns(batch_columns)
+            c.add_batch(batch, batch.position + batch.size)
+    return c.columns()
 
 
-cdef _validity(Columns cols, name, Py_ssize_t nulls):
-    return cols.buffer(name) if nulls else None
+cdef _validity(dict buffers, name, Py_ssize_t nulls):
+    return buffers[name] if nulls else None
 
 
-cdef _assemble(Columns cols, Py_ssize_t rows, Py_ssize_t nh, dict nulls, bint header_keys_ascii,
+cdef _assemble(dict cols, Py_ssize_t rows, Py_ssize_t nh, dict nulls, bint header_keys_ascii,
                bint batch_columns, list buffers):
-    B = cols.buffer
+    B = cols.__getitem__
     header_keys = pa.Array.from_buffers(
         pa.string() if header_keys_ascii else pa.binary(), nh,
         [None, B("header_key_offsets"), B("header_key_data")], 0)
