@@ -103,6 +103,29 @@ def test_random_records(records, codec, max_batch_bytes):
     assert table.num_rows == len(records)
 
 
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_columns_grow_past_what_the_first_batch_suggests(codec):
+    first = kcodec.encode([(b"k", b"v", 1, None)], compression=codec)
+    rest = [(b"key-%d" % i, bytes([i % 251]) * (5000 + i), 2 + i,
+             [("h%d" % j, b"x" * (j * 300)) for j in range(i % 4)]) for i in range(300)]
+    data = first + kcodec.encode(rest, compression=codec, base_offset=1, max_batch_bytes=1 << 16)
+    assert assert_same_rows(data).num_rows == 301
+    bounded = kcodec.decode(data, start_offset=150)
+    assert bounded.column("offset").to_pylist() == list(range(150, 301))
+
+
+def test_live_columns_keep_their_memory_while_later_decodes_reuse_freed_memory():
+    inputs = [kcodec.encode([(b"k%d" % i, bytes([n]) * 100, i, [("h", bytes([n]))])
+                             for i in range(2000)]) for n in range(3)]
+    kept = [kcodec.decode(data).column("value") for data in inputs]   # the tables are gone
+    for _ in range(5):
+        for data in inputs:
+            kcodec.decode(data)
+    for n, column in enumerate(kept):
+        assert column.to_pylist() == [bytes([n]) * 100] * 2000
+
+
 # ------------------------------------------------------------ encode(table)
 
 def test_encode_decode_round_trip_is_byte_identical():

@@ -708,7 +708,11 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
     accepts: runs of uncompressed v2 batches are parsed without the GIL and
     without Batch objects, skipping those outside [start_offset, end_offset)
     (`keep` must skip the same); every other entry is read by `reader`."""
-    cdef Collector c = Collector(include_control, views, batch_columns, reader.src.length)
+    # With offset bounds, the bytes read so far say little about how much of
+    # the rest will be decoded: the buffers grow by doubling instead.
+    cdef bint bounded = start_offset is not None or end_offset is not None
+    cdef Collector c = Collector(include_control, views, batch_columns,
+                                 0 if bounded else reader.src.length)
     cdef int64_t start = INT64_MIN if start_offset is None else start_offset
     cdef int64_t end = INT64_MAX if end_offset is None else end_offset
     cdef Py_ssize_t pos
