@@ -3,10 +3,10 @@
 # Batch by batch: a batch's records are parsed into a small reused array of
 # Slots (records.pxd), measured, and copied into the column buffers at once,
 # while the batch and its slots are still in cache; a decompressed batch is
-# released before the next one is decompressed. The column buffers grow by
-# realloc; their first growth extrapolates from how much of the input that
-# took, so a uniform input is sized right after its first batch and most
-# decodes never copy a column. Header fields are re-read, with bounds, by
+# released before the next one is decompressed. Once a sixteenth of the input
+# (or 1 MiB) is read, a column that must grow is sized by extrapolating from
+# the share read, so a uniform input rarely copies a column; before that, and
+# with offset bounds, it doubles. Header fields are re-read, with bounds, by
 # measure and by the copy: the input may be a mutable buffer.
 #
 # With views, key and value become Arrow binary_view columns: 16-byte views
@@ -172,12 +172,14 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
     uncompressed input of its size could hold."""
     cdef Py_ssize_t needed = o.needed[unit], guess, most
     cdef Py_ssize_t units = max(needed, 2 * o.capacity[unit])
-    if o.input_bytes > o.consumed > 0:
+    if o.input_bytes > o.consumed >= min(o.input_bytes // 16, 1 << 20):
         most = (o.input_bytes // V2_MIN_RECORD if unit == PER_ROW else
                 o.input_bytes // 2 if unit == PER_HEADER else o.input_bytes)
         guess = <Py_ssize_t>(<double>needed * o.input_bytes / o.consumed * 1.0625)
         units = max(units, min(guess, most))
-    return units
+    if unit != PER_ROW:
+        units = min(units, MAX_ARROW_BYTES)        # int32 offsets; reserve refuses more
+    return max(units, needed)
 
 
 cdef int reserve(Out* o, Totals* t) noexcept nogil:
@@ -191,7 +193,7 @@ cdef int reserve(Out* o, Totals* t) noexcept nogil:
     o.needed[VALUE_BYTES] = o.used[VALUE_BYTES] + (0 if o.views else t.value_bytes)
     o.needed[HEADER_KEY_BYTES] = o.used[HEADER_KEY_BYTES] + t.header_key_bytes
     o.needed[HEADER_VALUE_BYTES] = o.used[HEADER_VALUE_BYTES] + t.header_value_bytes
-    for unit in range(KEY_BYTES, N_UNITS):
+    for unit in range(PER_HEADER, N_UNITS):
         if o.needed[unit] > MAX_ARROW_BYTES:
             return -2
     for unit in range(N_UNITS):
@@ -268,8 +270,9 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     cdef bint batch_columns = o.enabled[B_PRODUCER_ID], views = o.views
     cdef Py_ssize_t null_timestamps = 0, null_keys = 0, null_values = 0, null_headers = 0
     cdef Py_ssize_t null_header_values = 0
-    cdef Py_ssize_t header_keys_room = o.capacity[HEADER_KEY_BYTES]
-    cdef Py_ssize_t header_values_room = o.capacity[HEADER_VALUE_BYTES]
+    # What measure found: a header that grew since then changed in the input.
+    cdef Py_ssize_t header_keys_room = o.needed[HEADER_KEY_BYTES]
+    cdef Py_ssize_t header_values_room = o.needed[HEADER_VALUE_BYTES]
     for i in range(b.count):
         s = &b.items[i]
         offset[row] = s.offset
@@ -290,7 +293,7 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
         for j in range(s.headers_count):
             if read_blob(&p, end, &key, &hk) or read_blob(&p, end, &value, &hv):
                 return -1
-            if (hk > header_keys_room - header_key_offsets[h]
+            if (hk < 0 or hk > header_keys_room - header_key_offsets[h]
                     or hv > header_values_room - header_value_offsets[h]):
                 return -1
             put_bytes(key, hk, header_key_data, header_key_offsets, h)
@@ -419,7 +422,7 @@ cdef size_t MAX_SPARE_BYTES = 8 << 20
 cdef class Collector:
     """The columns of one decode, filled batch by batch."""
     cdef Out o
-    cdef list memory                # the Arrow buffer behind each o.mem (None: not used)
+    cdef list memory                # the ColumnMemory behind each o.mem (None: not used)
     cdef Slot* slots                # the batch being copied, parsed by scan_plain
     cdef Py_ssize_t slots_capacity
     cdef bint include_control, views
@@ -586,12 +589,18 @@ cdef class Collector:
         cdef Py_ssize_t size
         cdef int i
         cdef ColumnMemory m
+        cdef uint8_t* shrunk
         buffers = {}
         for i in range(N_BUFFERS):
             if not self.o.enabled[i]:
                 continue
             size = buffer_bytes(i, self.o.used[UNIT[i]])
             m = self.memory[i]
+            if m.capacity > 2 * <size_t>size + MIN_KEPT_BYTES:   # an estimate far too high
+                shrunk = <uint8_t*>realloc(m.memory, max(size, 1))
+                if shrunk != NULL:
+                    m.memory = shrunk
+                    m.capacity = max(size, 1)
             buffers[BUFFER_NAMES[i]] = pa.foreign_buffer(<uintptr_t>m.memory, size, m)
         nulls = {"timestamp": self.o.null_timestamps, "key": self.o.null_keys,
                  "value": self.o.null_values, "headers": self.o.null_headers,
@@ -640,9 +649,11 @@ cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssiz
     partial entry, a legacy or compressed entry, a control batch to include,
     anything that fails a check. That entry is left at *pos for BatchReader
     (which raises the error, if any). Control batches and batches outside
-    [start, end) are skipped, CRCs checked, as decode_columns skips them.
-    With views, a batch ending past `limit` stops the scan with 2. Otherwise
-    add_block's status (1: the buffers must grow; *pos is at that batch)."""
+    [start, end) are skipped, CRCs checked, as `keep` in decode_record_set
+    skips them.
+    With views, a batch ending past `limit` stops the scan with 2; -1: out of
+    memory; otherwise add_block's status (1: the buffers must grow; *pos is
+    at that batch)."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st
