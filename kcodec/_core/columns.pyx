@@ -14,7 +14,7 @@
 #   [int32 length][4-byte prefix][int32 buffer index][int32 offset]  otherwise
 # whose data buffers are the input and the decompressed buffers themselves.
 cimport cython
-from libc.stdint cimport uintptr_t, uint8_t, uint64_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
+from libc.stdint cimport uintptr_t, uint8_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
