@@ -79,4 +79,20 @@ def _offsets_within(table, start, end):
                   (pc.less(offsets, end) if end is not None else None)):
         if bound is not None:
             keep = bound if keep is None else pc.and_(keep, bound)
-    return table if pc.all(keep).as_py() is not False else table.filter(keep)
+    if pc.all(keep).as_py() is not False:
+        return table
+    rows = pc.indices_nonzero(keep)
+    if len(rows) == 0 or rows[-1].as_py() - rows[0].as_py() + 1 == len(rows):
+        # Offsets grow along a log, so the rows kept are one run: a slice,
+        # which binary_view columns allow (Arrow cannot filter them) and
+        # which copies nothing.
+        return table.slice(rows[0].as_py() if len(rows) else 0, len(rows))
+    views = [i for i, field in enumerate(table.schema) if field.type == pa.binary_view()]
+    for i in views:
+        table = table.set_column(i, table.field(i).with_type(pa.binary()),
+                                 table.column(i).cast(pa.binary()))
+    table = table.filter(keep)
+    for i in views:
+        table = table.set_column(i, table.schema.field(i).with_type(pa.binary_view()),
+                                 table.column(i).cast(pa.binary_view()))
+    return table

@@ -1,13 +1,16 @@
 # Records -> Arrow columns, with no Python object per record.
 #
-# Batch by batch: a batch's records are parsed into a small reused array of
-# Slots (records.pxd), measured, and copied into the column buffers at once,
-# while the batch and its slots are still in cache; a decompressed batch is
-# released before the next one is decompressed. Once a sixteenth of the input
-# (or 1 MiB) is read, a column that must grow is sized by extrapolating from
-# the share read, so a uniform input rarely copies a column; before that, and
-# with offset bounds, it doubles. Header fields are re-read, with bounds, by
-# measure and by the copy: the input may be a mutable buffer.
+# One pass, record by record: each v2 record is parsed (parse_v2_record, the
+# one v2 record parser) and written straight into the column buffers while it
+# is in cache; legacy entries come parsed as Slots. A decompressed batch is
+# released before the next one is decompressed. A record that does not fit
+# stops the pass, the buffers grow, and it resumes at that record; a record
+# that fails its checks takes its whole batch back out of the columns, and
+# the batch is read again by BatchReader, which raises the error. Once a
+# sixteenth of the input (or 1 MiB) is read, a column that must grow is sized
+# by extrapolating from the share read, so a uniform input rarely copies a
+# column; before that, and with offset bounds, it doubles. Header fields are
+# re-read, with bounds, by the copy: the input may be a mutable buffer.
 #
 # With views, key and value become Arrow binary_view columns: 16-byte views
 #   [int32 length][12 bytes inline]                                  length <= 12
@@ -20,72 +23,17 @@ from libc.string cimport memcpy, memset
 
 from kcodec._core.wire cimport FaultInfo, copy_bytes, load_i32, load_u16, read_blob
 from kcodec._core.records cimport (
-    Batch, BatchReader, Slot, Slots, Source, V2Header, ENTRY_OK, LOG_OVERHEAD, V2_HEADER,
-    V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_records, read_v2_header,
+    Batch, BatchReader, Slot, Slots, Source, V2Base, V2Header, ENTRY_OK, LOG_OVERHEAD, V2_HEADER,
+    V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_record, raise_fault,
+    read_v2_header, v2_records_end,
 )
 
 import pyarrow as pa
 
-from kcodec.errors import CorruptRecordError
+from kcodec.compression import decompress
+from kcodec.errors import CorruptRecordError, KafkaFormatError
 
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
-
-
-cdef struct Block:            # one parsed batch, as the copy needs it
-    const uint8_t* base
-    Slot* items
-    Py_ssize_t count
-    Py_ssize_t start, end      # the records' bytes in their source
-    int64_t producer_id
-    int16_t producer_epoch
-    int32_t leader_epoch
-    bint transactional
-    const uint8_t* window      # views: where the block's data buffer starts
-    int32_t buffer             # views: that buffer's index among the data buffers
-
-
-cdef struct Totals:
-    Py_ssize_t rows
-    Py_ssize_t key_bytes
-    Py_ssize_t value_bytes
-    Py_ssize_t headers
-    Py_ssize_t header_key_bytes
-    Py_ssize_t header_value_bytes
-    bint header_keys_ascii
-
-
-cdef int measure(Block* b, Totals* t) noexcept nogil:
-    """A block's totals; -1 when a header no longer fits its record."""
-    cdef Py_ssize_t i
-    cdef int32_t j, hk, hv
-    cdef Slot* s
-    cdef const uint8_t* p
-    cdef const uint8_t* end
-    cdef const uint8_t* key
-    cdef const uint8_t* value
-    t.rows = b.count
-    t.key_bytes = t.value_bytes = t.headers = t.header_key_bytes = t.header_value_bytes = 0
-    t.header_keys_ascii = True
-    for i in range(b.count):
-        s = &b.items[i]
-        if s.key_len > 0:
-            t.key_bytes += s.key_len
-        if s.value_len > 0:
-            t.value_bytes += s.value_len
-        t.headers += s.headers_count
-        p = b.base + s.headers_pos
-        end = b.base + s.headers_end
-        for j in range(s.headers_count):
-            if read_blob(&p, end, &key, &hk) or hk < 0 or read_blob(&p, end, &value, &hv):
-                return -1
-            t.header_key_bytes += hk
-            if hv > 0:
-                t.header_value_bytes += hv
-            while hk > 0:
-                hk -= 1
-                if key[hk] & 0x80:
-                    t.header_keys_ascii = False
-    return 0
 
 
 # The column buffers, in the order of BUFFER_NAMES.
@@ -149,6 +97,10 @@ cdef inline Py_ssize_t buffer_bytes(int i, Py_ssize_t units) noexcept nogil:
     return WIDTH[i] * (units + PLUS_ONE[i])
 
 
+cdef enum:          # what nulls are counted in
+    NULL_TIMESTAMPS, NULL_KEYS, NULL_VALUES, NULL_HEADERS, NULL_HEADER_VALUES, N_NULLS
+
+
 cdef struct Out:              # the column buffers being filled
     bint views                     # key and value as views, not offsets and data
     bint enabled[N_BUFFERS]
@@ -159,11 +111,7 @@ cdef struct Out:              # the column buffers being filled
     Py_ssize_t input_bytes         # the whole input (0: unknown), and how much of it
     Py_ssize_t consumed            # the blocks so far came from, to extrapolate growth
     bint header_keys_ascii
-    Py_ssize_t null_timestamps     # nulls counted while filling
-    Py_ssize_t null_keys
-    Py_ssize_t null_values
-    Py_ssize_t null_headers
-    Py_ssize_t null_header_values
+    Py_ssize_t nulls[N_NULLS]      # counted while filling
 
 
 cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
@@ -182,25 +130,68 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
     return max(units, needed)
 
 
-cdef int reserve(Out* o, Totals* t) noexcept nogil:
-    """Whether the buffers have room for a block of totals t: 0, 1 not yet (the
-    units needed are in o.needed), -2 past Arrow's 2 GiB of bytes in a binary
-    column."""
+cdef struct Mark:             # the columns as they were before a block
+    Py_ssize_t used[N_UNITS]
+    Py_ssize_t nulls[N_NULLS]
+    bint header_keys_ascii
+
+
+cdef struct Block:            # one batch being added to the columns
+    const uint8_t* base        # the buffer its records are in
+    Slot* items                # legacy entries: their records, parsed; NULL: v2, parsed by fill
+    Py_ssize_t count
+    Py_ssize_t done            # records added so far (fill resumes there after a growth)
+    const uint8_t* next        # v2: where record `done` starts
+    const uint8_t* end         # v2: where the records end
+    V2Base v2
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t leader_epoch
+    bint transactional
+    const uint8_t* window      # views: where the block's data buffer starts
+    int32_t buffer             # views: that buffer's index among the data buffers
+    Py_ssize_t consumed        # input bytes read once this block is in
+    Mark mark
+    FaultInfo fault            # why a record failed its checks
+
+
+cdef void start_block(Block* b, Out* o, Py_ssize_t count) noexcept nogil:
+    b.count = count
+    b.done = 0
+    memcpy(b.mark.used, o.used, sizeof(o.used))
+    memcpy(b.mark.nulls, o.nulls, sizeof(o.nulls))
+    b.mark.header_keys_ascii = o.header_keys_ascii
+
+
+cdef void take_back(Block* b, Out* o) noexcept nogil:
+    """Remove what fill added of block b (its bits too: bitmaps are only ever OR'ed)."""
+    cdef int i
+    cdef Py_ssize_t k
+    for i in range(N_BUFFERS):
+        if o.enabled[i] and WIDTH[i] == 0:
+            for k in range(b.mark.used[UNIT[i]], o.used[UNIT[i]]):
+                o.mem[i][k >> 3] &= <uint8_t>~(1 << (k & 7))
+    memcpy(o.used, b.mark.used, sizeof(o.used))
+    memcpy(o.nulls, b.mark.nulls, sizeof(o.nulls))
+    o.header_keys_ascii = b.mark.header_keys_ascii
+
+
+cdef int needs_room(Out* o, Slot* s, Py_ssize_t key_bytes, Py_ssize_t value_bytes) noexcept nogil:
+    """Whether one more record s fits: 0; 1 not yet (o.needed says how many
+    units the buffers must grow to); -2 past Arrow's 2 GiB in a binary column."""
     cdef int unit, st = 0
-    o.needed[PER_ROW] = o.used[PER_ROW] + t.rows
-    o.needed[PER_HEADER] = o.used[PER_HEADER] + t.headers
-    o.needed[KEY_BYTES] = o.used[KEY_BYTES] + (0 if o.views else t.key_bytes)
-    o.needed[VALUE_BYTES] = o.used[VALUE_BYTES] + (0 if o.views else t.value_bytes)
-    o.needed[HEADER_KEY_BYTES] = o.used[HEADER_KEY_BYTES] + t.header_key_bytes
-    o.needed[HEADER_VALUE_BYTES] = o.used[HEADER_VALUE_BYTES] + t.header_value_bytes
+    o.needed[PER_ROW] = o.used[PER_ROW] + 1
+    o.needed[PER_HEADER] = o.used[PER_HEADER] + s.headers_count
+    o.needed[KEY_BYTES] = o.used[KEY_BYTES] + key_bytes
+    o.needed[VALUE_BYTES] = o.used[VALUE_BYTES] + value_bytes
+    o.needed[HEADER_KEY_BYTES] = o.used[HEADER_KEY_BYTES] + s.header_key_bytes
+    o.needed[HEADER_VALUE_BYTES] = o.used[HEADER_VALUE_BYTES] + s.header_value_bytes
     for unit in range(PER_HEADER, N_UNITS):
         if o.needed[unit] > MAX_ARROW_BYTES:
             return -2
     for unit in range(N_UNITS):
         if o.needed[unit] > o.capacity[unit]:
             st = 1
-    if st == 0 and not t.header_keys_ascii:
-        o.header_keys_ascii = False
     return st
 
 
@@ -212,17 +203,8 @@ cdef inline Py_ssize_t set_bit(uint8_t* bitmap, Py_ssize_t i, bint value) noexce
     return 1
 
 
-cdef inline void put_bytes(const uint8_t* src, int32_t n, uint8_t* data, int32_t* offsets,
-                           Py_ssize_t i) noexcept nogil:
-    """Append value i of a binary column (n < 0, null, adds no bytes)."""
-    cdef int32_t at = offsets[i]
-    if n > 0:
-        copy_bytes(data + at, src, n)
-        at += n
-    offsets[i + 1] = at
-
-
-cdef inline void put_view(const uint8_t* src, int32_t n, Block* b, uint8_t* view) noexcept nogil:
+cdef inline void put_view(const uint8_t* src, int32_t n, const uint8_t* window, int32_t buffer,
+                          uint8_t* view) noexcept nogil:
     """Write the 16-byte view of a value (n < 0, null, is all zeros)."""
     cdef int32_t offset
     memset(view, 0, 16)
@@ -232,22 +214,36 @@ cdef inline void put_view(const uint8_t* src, int32_t n, Block* b, uint8_t* view
     if n <= 12:
         memcpy(view + 4, src, n)
     else:
-        offset = <int32_t>(src - b.window)
+        offset = <int32_t>(src - window)
         memcpy(view + 4, src, 4)
-        memcpy(view + 8, &b.buffer, 4)
+        memcpy(view + 8, &buffer, 4)
         memcpy(view + 12, &offset, 4)
 
 
 cdef int fill(Block* b, Out* o) noexcept nogil:
-    """Append a block's records (reserved for) to the columns; -1 when a header
-    changed since it was measured."""
-    cdef Py_ssize_t i, row = o.used[PER_ROW], h = o.used[PER_HEADER]
-    cdef int32_t j, hk = 0, hv = 0
-    cdef Slot* s
-    cdef const uint8_t* p
-    cdef const uint8_t* end
+    """Add block b's records, from b.done on, to the columns. 0: all added; 1:
+    the buffers must grow first (see needs_room), then fill resumes at b.done;
+    2: a record fails its checks (b.fault says why) and the block is taken
+    back; -2: past Arrow's 2 GiB in a binary column; -3: a header changed in
+    the input since its record was parsed."""
+    # Everything the loop reads is copied into locals first: a store through a
+    # uint8_t* may alias any memory, so fields read through b and o would be
+    # loaded again after every byte copied.
+    cdef Slot r                                      # the record being added
+    cdef Slot* items = b.items
+    cdef V2Base v2 = b.v2
+    cdef const uint8_t* base = b.base
+    cdef const uint8_t* records_end = b.end
+    cdef Py_ssize_t count = b.count, i = b.done     # legacy wrappers: count may pass int32
+    cdef const uint8_t* p = b.next
+    cdef const uint8_t* record
+    cdef const uint8_t* hp
+    cdef const uint8_t* hend
     cdef const uint8_t* key = NULL
     cdef const uint8_t* value = NULL
+    cdef int32_t j, hk = 0, hv = 0
+    cdef int st = 0
+    cdef uint8_t key_bits = 0                       # header key bytes OR'ed: bit 7, not ASCII
     cdef int64_t* offset = <int64_t*>o.mem[B_OFFSET]
     cdef int64_t* timestamp = <int64_t*>o.mem[B_TIMESTAMP]
     cdef uint8_t* timestamp_valid = o.mem[B_TIMESTAMP_VALID]
@@ -268,80 +264,122 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     cdef uint8_t* header_value_data = o.mem[B_HEADER_VALUE_DATA]
     cdef uint8_t* header_value_valid = o.mem[B_HEADER_VALUE_VALID]
     cdef bint batch_columns = o.enabled[B_PRODUCER_ID], views = o.views
+    cdef Py_ssize_t row = o.used[PER_ROW], h = o.used[PER_HEADER]
+    cdef Py_ssize_t key_at = o.used[KEY_BYTES], value_at = o.used[VALUE_BYTES]
+    cdef Py_ssize_t header_key_at = o.used[HEADER_KEY_BYTES]
+    cdef Py_ssize_t header_value_at = o.used[HEADER_VALUE_BYTES]
+    cdef Py_ssize_t header_keys_end, header_values_end
+    cdef Py_ssize_t key_bytes, value_bytes
     cdef Py_ssize_t null_timestamps = 0, null_keys = 0, null_values = 0, null_headers = 0
     cdef Py_ssize_t null_header_values = 0
-    # What measure found: a header that grew since then changed in the input.
-    cdef Py_ssize_t header_keys_room = o.needed[HEADER_KEY_BYTES]
-    cdef Py_ssize_t header_values_room = o.needed[HEADER_VALUE_BYTES]
-    for i in range(b.count):
-        s = &b.items[i]
-        offset[row] = s.offset
-        timestamp[row] = s.timestamp
-        null_timestamps += set_bit(timestamp_valid, row, s.magic > 0)
-        timestamp_type[row] = s.ts_type
-        null_keys += set_bit(key_valid, row, s.key_len >= 0)
-        null_values += set_bit(value_valid, row, s.value_len >= 0)
+    cdef Py_ssize_t rows_room = o.capacity[PER_ROW], headers_room = o.capacity[PER_HEADER]
+    cdef Py_ssize_t key_room = o.capacity[KEY_BYTES], value_room = o.capacity[VALUE_BYTES]
+    cdef Py_ssize_t header_key_room = o.capacity[HEADER_KEY_BYTES]
+    cdef Py_ssize_t header_value_room = o.capacity[HEADER_VALUE_BYTES]
+    cdef int64_t producer_id = b.producer_id
+    cdef int16_t producer_epoch = b.producer_epoch
+    cdef int32_t leader_epoch = b.leader_epoch
+    cdef bint transactional = b.transactional
+    cdef const uint8_t* window = b.window
+    cdef int32_t buffer = b.buffer
+    o.consumed = b.consumed
+    while i < count:
+        record = p
+        if items != NULL:
+            r = items[i]
+        elif parse_v2_record(base, &p, records_end, <int32_t>count, <int32_t>i, &v2, &r,
+                             &b.fault):
+            st = 2
+            break
+        key_bytes = r.key_len if r.key_len > 0 and not views else 0
+        value_bytes = r.value_len if r.value_len > 0 and not views else 0
+        if (row >= rows_room or h + r.headers_count > headers_room
+                or key_at + key_bytes > key_room or value_at + value_bytes > value_room
+                or header_key_at + r.header_key_bytes > header_key_room
+                or header_value_at + r.header_value_bytes > header_value_room):
+            o.used[PER_ROW] = row
+            o.used[PER_HEADER] = h
+            o.used[KEY_BYTES] = key_at
+            o.used[VALUE_BYTES] = value_at
+            o.used[HEADER_KEY_BYTES] = header_key_at
+            o.used[HEADER_VALUE_BYTES] = header_value_at
+            st = needs_room(o, &r, key_bytes, value_bytes)
+            if st:
+                p = record
+                break
+        offset[row] = r.offset
+        timestamp[row] = r.timestamp
+        null_timestamps += set_bit(timestamp_valid, row, r.magic > 0)
+        timestamp_type[row] = r.ts_type
+        null_keys += set_bit(key_valid, row, r.key_len >= 0)
+        null_values += set_bit(value_valid, row, r.value_len >= 0)
         if views:
-            put_view(b.base + s.key_pos, s.key_len, b, key_views + 16 * row)
-            put_view(b.base + s.value_pos, s.value_len, b, value_views + 16 * row)
+            put_view(base + r.key_pos, r.key_len, window, buffer, key_views + 16 * row)
+            put_view(base + r.value_pos, r.value_len, window, buffer, value_views + 16 * row)
         else:
-            put_bytes(b.base + s.key_pos, s.key_len, key_data, key_offsets, row)
-            put_bytes(b.base + s.value_pos, s.value_len, value_data, value_offsets, row)
-        null_headers += set_bit(headers_valid, row, s.headers_count > 0)
-        p = b.base + s.headers_pos
-        end = b.base + s.headers_end
-        for j in range(s.headers_count):
-            if read_blob(&p, end, &key, &hk) or read_blob(&p, end, &value, &hv):
-                return -1
-            if (hk < 0 or hk > header_keys_room - header_key_offsets[h]
-                    or hv > header_values_room - header_value_offsets[h]):
-                return -1
-            put_bytes(key, hk, header_key_data, header_key_offsets, h)
+            if key_bytes:
+                copy_bytes(key_data + key_at, base + r.key_pos, key_bytes)
+                key_at += key_bytes
+            key_offsets[row + 1] = <int32_t>key_at
+            if value_bytes:
+                copy_bytes(value_data + value_at, base + r.value_pos, value_bytes)
+                value_at += value_bytes
+            value_offsets[row + 1] = <int32_t>value_at
+        null_headers += set_bit(headers_valid, row, r.headers_count > 0)
+        hp = base + r.headers_pos
+        hend = base + r.headers_end
+        header_keys_end = header_key_at + r.header_key_bytes
+        header_values_end = header_value_at + r.header_value_bytes
+        for j in range(r.headers_count):
+            if (read_blob(&hp, hend, &key, &hk) or read_blob(&hp, hend, &value, &hv)
+                    or hk < 0 or hk > header_keys_end - header_key_at
+                    or hv > header_values_end - header_value_at):
+                st = -3
+                break
+            copy_bytes(header_key_data + header_key_at, key, hk)
+            header_key_at += hk
+            header_key_offsets[h + 1] = <int32_t>header_key_at
+            while hk > 0:
+                hk -= 1
+                key_bits |= key[hk]
             null_header_values += set_bit(header_value_valid, h, hv >= 0)
-            put_bytes(value, hv, header_value_data, header_value_offsets, h)
+            if hv > 0:
+                copy_bytes(header_value_data + header_value_at, value, hv)
+                header_value_at += hv
+            header_value_offsets[h + 1] = <int32_t>header_value_at
             h += 1
+        if st:
+            break
         header_list_offsets[row + 1] = <int32_t>h
         if batch_columns:
-            (<int64_t*>o.mem[B_PRODUCER_ID])[row] = b.producer_id
-            (<int16_t*>o.mem[B_PRODUCER_EPOCH])[row] = b.producer_epoch
-            (<int32_t*>o.mem[B_SEQUENCE])[row] = s.sequence
-            set_bit(o.mem[B_TRANSACTIONAL], row, b.transactional)
-            (<int32_t*>o.mem[B_LEADER_EPOCH])[row] = b.leader_epoch
+            (<int64_t*>o.mem[B_PRODUCER_ID])[row] = producer_id
+            (<int16_t*>o.mem[B_PRODUCER_EPOCH])[row] = producer_epoch
+            (<int32_t*>o.mem[B_SEQUENCE])[row] = r.sequence
+            set_bit(o.mem[B_TRANSACTIONAL], row, transactional)
+            (<int32_t*>o.mem[B_LEADER_EPOCH])[row] = leader_epoch
         row += 1
-    o.null_timestamps += null_timestamps
-    o.null_keys += null_keys
-    o.null_values += null_values
-    o.null_headers += null_headers
-    o.null_header_values += null_header_values
+        i += 1
+    o.nulls[NULL_TIMESTAMPS] += null_timestamps
+    o.nulls[NULL_KEYS] += null_keys
+    o.nulls[NULL_VALUES] += null_values
+    o.nulls[NULL_HEADERS] += null_headers
+    o.nulls[NULL_HEADER_VALUES] += null_header_values
     o.used[PER_ROW] = row
     o.used[PER_HEADER] = h
-    if not views:
-        o.used[KEY_BYTES] = key_offsets[row]
-        o.used[VALUE_BYTES] = value_offsets[row]
-    o.used[HEADER_KEY_BYTES] = header_key_offsets[h]
-    o.used[HEADER_VALUE_BYTES] = header_value_offsets[h]
-    return 0
-
-
-cdef int add_block(Out* o, Block* b, Py_ssize_t consumed) noexcept nogil:
-    """Measure and copy one block; consumed: the input bytes read so far, this
-    block's included. 0, or 1 when the buffers must grow first (and the block
-    be added again), -2 past 2 GiB, -3 a header changed since the batch was
-    parsed."""
-    cdef Totals t
-    cdef int st
-    if measure(b, &t):
-        return -3
-    o.consumed = consumed
-    st = reserve(o, &t)
-    if st:
-        return st
-    return -3 if fill(b, o) else 0
-
-
-cdef struct Spare:
-    void* memory
-    Py_ssize_t capacity
+    o.used[KEY_BYTES] = key_at
+    o.used[VALUE_BYTES] = value_at
+    o.used[HEADER_KEY_BYTES] = header_key_at
+    o.used[HEADER_VALUE_BYTES] = header_value_at
+    if key_bits & 0x80:
+        o.header_keys_ascii = False
+    b.done = i
+    b.next = p
+    if st == 0 and items == NULL and v2_records_end(base, p, records_end, <int32_t>count,
+                                                    &b.fault):
+        st = 2
+    if st == 2:
+        take_back(b, o)
+    return st
 
 
 # Column memory of tables that are gone, kept for the next decode (under the
@@ -411,36 +449,22 @@ cdef class ColumnMemory:
             give_back(self.memory, self.capacity)
 
 
-# The slot array of the last decode, kept for the next one (under the GIL):
-# growing it anew each time would fault in fresh pages, which on a virtual
-# machine costs more than parsing the records. Large ones are freed.
-cdef Spare spare_slots
-cdef size_t MAX_SPARE_BYTES = 8 << 20
-
-
 @cython.final
 cdef class Collector:
     """The columns of one decode, filled batch by batch."""
     cdef Out o
     cdef list memory                # the ColumnMemory behind each o.mem (None: not used)
-    cdef Slot* slots                # the batch being copied, parsed by scan_plain
-    cdef Py_ssize_t slots_capacity
     cdef bint include_control, views
     cdef list buffers
     cdef dict current
 
     def __cinit__(self, bint include_control, bint views, bint batch_columns,
                   Py_ssize_t input_bytes):
-        global spare_slots
         cdef int i
         self.include_control = include_control
         self.views = views
         self.buffers = []
         self.current = {}
-        self.slots = <Slot*>spare_slots.memory
-        self.slots_capacity = spare_slots.capacity
-        spare_slots.memory = NULL
-        spare_slots.capacity = 0
         memset(&self.o, 0, sizeof(Out))
         self.o.views = views
         self.o.input_bytes = input_bytes
@@ -465,26 +489,6 @@ cdef class Collector:
                   B_HEADER_VALUE_OFFSETS):
             if self.o.enabled[i]:
                 (<int32_t*>self.o.mem[i])[0] = 0
-
-    def __dealloc__(self):
-        if (self.slots_capacity * sizeof(Slot) > MAX_SPARE_BYTES
-                or self.slots_capacity <= spare_slots.capacity):
-            free(self.slots)
-        else:
-            free(spare_slots.memory)
-            spare_slots.memory = self.slots
-            spare_slots.capacity = self.slots_capacity
-
-    cdef Slot* slots_for(self, Py_ssize_t n) noexcept nogil:
-        """Room for n slots (NULL when out of memory)."""
-        cdef Slot* grown
-        if n > self.slots_capacity:
-            grown = <Slot*>realloc(self.slots, max(n, 1024) * sizeof(Slot))
-            if grown == NULL:
-                return NULL
-            self.slots = grown
-            self.slots_capacity = max(n, 1024)
-        return self.slots
 
     cdef int grow(self) except -1:
         """Grow the buffers of every unit the last add_block needed more of."""
@@ -521,68 +525,125 @@ cdef class Collector:
                                      "buffer changed after it was read", position=position)
         return 0
 
-    cdef int add_batch(self, Batch batch, Py_ssize_t consumed) except -1:
-        cdef Slots slots
-        cdef Block b
+    cdef int add_block(self, Block* b, Py_ssize_t position, bint release) except -1:
+        """Fill block b (of the batch at `position`), growing the buffers as it
+        asks: 0, or 1 when a record fails its checks (b.fault; taken back)."""
         cdef int st
+        while True:
+            if release:
+                with nogil:
+                    st = fill(b, &self.o)
+            else:
+                st = fill(b, &self.o)
+            if st == 1:
+                self.grow()
+            elif st == 2:
+                return 1
+            else:
+                return self.added(st, position)
+
+    cdef int add_batch(self, Batch batch, Py_ssize_t consumed) except -1:
+        cdef Block b
+        cdef Slots slots = None
+        cdef Source src
+        cdef Py_ssize_t pos, n
         if batch.magic == 2 and batch.attributes & 0x20:
             if not self.include_control:
                 return 0
             batch._loaded()                          # validates the control keys and values
-        slots = batch.parsed()
-        b.base = slots.src.base
-        b.items = slots.items
-        b.count = slots.count
+        if batch.magic == 2:
+            src = batch.records_source(&pos, &n)
+            start_block(&b, &self.o, batch._count)
+            b.items = NULL
+            batch.v2_base(&b.v2)
+        else:
+            slots = batch.parsed()
+            src = slots.src
+            start_block(&b, &self.o, slots.count)
+            b.items = slots.items
+            pos = 0
+            n = src.length
+            if src is batch.src:
+                pos = batch.position + LOG_OVERHEAD
+                n = batch.size - LOG_OVERHEAD
+        b.base = src.base
+        b.next = src.base + pos
+        b.end = src.base + pos + n
         b.producer_id = batch.producer_id
         b.producer_epoch = batch.producer_epoch
         b.leader_epoch = batch.partition_leader_epoch
         b.transactional = batch.magic == 2 and batch.attributes & 0x10
-        b.start = batch.position + LOG_OVERHEAD
-        b.end = batch.position + batch.size
-        if self.views and slots.count:
-            if slots.src is batch.src:
-                view_buffer(&b, slots.src, b.start, b.end, self.current, self.buffers)
-            else:
-                view_buffer(&b, slots.src, 0, slots.src.length, self.current, self.buffers)
-        while True:
-            if slots.count < NOGIL_MIN_BYTES // 64:
-                st = add_block(&self.o, &b, consumed)
-            else:
-                with nogil:
-                    st = add_block(&self.o, &b, consumed)
-            if st != 1:
-                return self.added(st, batch.position)
-            self.grow()
+        b.consumed = consumed
+        if self.views and b.count:
+            view_buffer(&b, src, pos, pos + n, self.current, self.buffers)
+        if self.add_block(&b, batch.position, n >= NOGIL_MIN_BYTES):
+            raise_fault(&b.fault, batch, src is not batch.src)
+        return 0
 
-    cdef int add_plain(self, Source src, Py_ssize_t* pos, int64_t max_entry, bint verify_crc,
-                       int64_t start, int64_t end) except -1:
-        """Take the uncompressed v2 batches from *pos on (see scan_plain)."""
-        cdef Block window
+    cdef int add_compressed(self, BatchReader reader, Block* b, Py_ssize_t position) except -1:
+        """Decompress the v2 batch at `position` (scan put its header in b) and
+        add it: 0, or 1 when it is for BatchReader to read (and raise what is
+        wrong with it)."""
+        cdef Source src = reader.src
+        cdef Source data
+        cdef Py_ssize_t size = b.consumed - position
+        try:
+            data = Source(decompress(load_u16(src.base + position + 21) & 0x07,
+                                     src.slice(position + V2_HEADER, size - V2_HEADER),
+                                     reader.max_decompressed, 2))
+        except KafkaFormatError:
+            return 1
+        if not count_fits(<int32_t>b.count, data.length):
+            return 1
+        b.base = data.base
+        b.items = NULL
+        b.next = data.base
+        b.end = data.base + data.length
+        if self.views:
+            view_buffer(b, data, 0, data.length, self.current, self.buffers)
+        return self.add_block(b, position, data.length >= NOGIL_MIN_BYTES)
+
+    cdef int add_v2(self, BatchReader reader, Py_ssize_t* pos, int64_t start,
+                    int64_t end) except -1:
+        """Add the v2 batches from *pos on (see scan); *pos is left at the first
+        entry for `reader` to read."""
+        cdef Source src = reader.src
+        cdef Block b
+        cdef const uint8_t* window = NULL
+        cdef int32_t buffer = 0
         cdef Py_ssize_t limit = src.length, entry_end = 0
         cdef int st
-        window.window = NULL
-        window.buffer = 0
         while True:
             if self.views and plain_batch_at(src.base + pos[0], src.length - pos[0]):
                 # Views address at most 2 GiB of one buffer: a run that goes on
                 # past that continues in a new window (see view_buffer).
                 if src.length - pos[0] >= LOG_OVERHEAD:
                     entry_end = pos[0] + LOG_OVERHEAD + max(0, load_i32(src.base + pos[0] + 8))
-                view_buffer(&window, src, pos[0] + LOG_OVERHEAD, min(entry_end, src.length),
+                view_buffer(&b, src, pos[0] + LOG_OVERHEAD, min(entry_end, src.length),
                             self.current, self.buffers)
-                limit = min(src.length, window.window - src.base + MAX_ARROW_BYTES)
-            if src.length - pos[0] < NOGIL_MIN_BYTES or not plain_batch_at(src.base + pos[0],
-                                                                            src.length - pos[0]):
-                st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc, start,
-                                end, &window, limit)
+                window = b.window
+                buffer = b.buffer
+                limit = min(src.length, window - src.base + MAX_ARROW_BYTES)
+            b.window = window
+            b.buffer = buffer
+            if src.length - pos[0] < NOGIL_MIN_BYTES or src.base[pos[0] + 16] != 2:
+                st = scan(self, src.base, src.length, pos, reader.max_entry, reader.verify_crc,
+                          start, end, &b, limit)
             else:
                 with nogil:
-                    st = scan_plain(self, src.base, src.length, pos, max_entry, verify_crc,
-                                    start, end, &window, limit)
-            if st == 1:
+                    st = scan(self, src.base, src.length, pos, reader.max_entry,
+                              reader.verify_crc, start, end, &b, limit)
+            if st == 3:
+                if self.add_compressed(reader, &b, pos[0]):
+                    return 0
+            elif st == 1:
                 self.grow()
+                if self.add_block(&b, pos[0], b.end - b.next >= NOGIL_MIN_BYTES):
+                    return 0
             elif st != 2:
                 return self.added(st, pos[0])
+            if st != 2:
+                pos[0] = b.consumed
 
     cdef dict columns(self):
         cdef Py_ssize_t rows = self.o.used[PER_ROW], nh = self.o.used[PER_HEADER]
@@ -602,9 +663,9 @@ cdef class Collector:
                     m.memory = shrunk
                     m.capacity = max(size, 1)
             buffers[BUFFER_NAMES[i]] = pa.foreign_buffer(<uintptr_t>m.memory, size, m)
-        nulls = {"timestamp": self.o.null_timestamps, "key": self.o.null_keys,
-                 "value": self.o.null_values, "headers": self.o.null_headers,
-                 "header_value": self.o.null_header_values}
+        nulls = {"timestamp": self.o.nulls[NULL_TIMESTAMPS], "key": self.o.nulls[NULL_KEYS],
+                 "value": self.o.nulls[NULL_VALUES], "headers": self.o.nulls[NULL_HEADERS],
+                 "header_value": self.o.nulls[NULL_HEADER_VALUES]}
         return _assemble(buffers, rows, nh, nulls, self.o.header_keys_ascii,
                          self.o.enabled[B_PRODUCER_ID], self.buffers if self.views else None)
 
@@ -636,64 +697,61 @@ cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict cu
 
 
 cdef inline bint plain_batch_at(const uint8_t* p, Py_ssize_t remaining) noexcept nogil:
-    """Whether the entry at p looks like an uncompressed v2 batch (so that a scan
-    is worth releasing the GIL for)."""
+    """Whether the entry at p looks like an uncompressed v2 batch (so that views
+    need a window into the input for it)."""
     return remaining >= V2_HEADER and p[16] == 2 and not (p[22] & 0x07)
 
 
-cdef int scan_plain(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
-                    int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
-                    Block* window, Py_ssize_t limit) noexcept nogil:
-    """Parse and copy the uncompressed v2 batches from *pos on, with no Python
-    object per batch, until an entry it does not take whole: the end or a
-    partial entry, a legacy or compressed entry, a control batch to include,
-    anything that fails a check. That entry is left at *pos for BatchReader
-    (which raises the error, if any). Control batches and batches outside
-    [start, end) are skipped, CRCs checked, as `keep` in decode_record_set
-    skips them.
-    With views, a batch ending past `limit` stops the scan with 2; -1: out of
-    memory; otherwise add_block's status (1: the buffers must grow; *pos is
-    at that batch)."""
+cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
+              int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
+              Block* b, Py_ssize_t limit) noexcept nogil:
+    """Add the v2 batches from *pos on, with no Python object per batch, until
+    an entry it does not take whole: the end or a partial entry, a legacy
+    entry, a control batch to include, anything that fails a check. That entry
+    is left at *pos for BatchReader (which raises the error, if any); 0. Control
+    batches and batches outside [start, end) are skipped, CRCs checked, as
+    `keep` in decode_record_set skips them. With *pos at a batch begun in
+    block b: 1 when the buffers must grow (fill resumes b), 3 when it is
+    compressed (b holds its header; it is decompressed with the GIL), and with
+    views 2 when it ends past `limit`; -2, -3 as fill."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st
     cdef V2Header h
-    cdef Block b
-    cdef Slot* slots
-    cdef FaultInfo fi
-    b.window = window.window
-    b.buffer = window.buffer
     while True:
         p = base + pos[0]
         if entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK or p[16] != 2:
             return 0
         attributes = load_u16(p + 21)
-        if attributes & 0x07 or (attributes & 0x20 and c.include_control):
+        if attributes & 0x20 and c.include_control:
             return 0
         if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
             return 0
         if h.count and not attributes & 0x20 and h.last_offset >= start and h.base_offset < end:
-            if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
-                return 0
-            if c.views and pos[0] + LOG_OVERHEAD + size > limit:
-                return 2
-            slots = c.slots_for(h.count)
-            if slots == NULL:
-                return -1
-            if parse_v2_records(base, p + V2_HEADER, p + LOG_OVERHEAD + size, h.count,
-                                h.base_offset, h.first_timestamp, h.max_timestamp,
-                                (attributes >> 3) & 1, h.base_sequence, slots, &fi):
-                return 0
-            b.base = base
-            b.items = slots
-            b.count = h.count
-            b.start = pos[0] + LOG_OVERHEAD
-            b.end = pos[0] + LOG_OVERHEAD + size
+            start_block(b, &c.o, h.count)
+            b.v2.offset = h.base_offset
+            b.v2.timestamp = h.first_timestamp
+            b.v2.max_timestamp = h.max_timestamp
+            b.v2.ts_type = (attributes >> 3) & 1
+            b.v2.sequence = h.base_sequence
             b.producer_id = h.producer_id
             b.producer_epoch = h.producer_epoch
             b.leader_epoch = h.leader_epoch
             b.transactional = (attributes & 0x10) != 0
-            st = add_block(&c.o, &b, b.end)
+            b.consumed = pos[0] + LOG_OVERHEAD + size
+            if attributes & 0x07:
+                return 3
+            if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
+                return 0
+            if c.views and b.consumed > limit:
+                return 2
+            b.base = base
+            b.items = NULL
+            b.next = p + V2_HEADER
+            b.end = base + b.consumed
+            st = fill(b, &c.o)
+            if st == 2:
+                return 0
             if st:
                 return st
         pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
@@ -730,7 +788,7 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
     cdef Batch batch
     while True:
         pos = reader.pos
-        c.add_plain(reader.src, &pos, reader.max_entry, reader.verify_crc, start, end)
+        c.add_v2(reader, &pos, start, end)
         reader.pos = pos
         batch = next(reader, None)
         if batch is None:

@@ -1,8 +1,11 @@
 # Shared layouts of the decoding core, for the modules that cimport it
 # (columns.pyx builds Arrow columns from the same parsed batches).
-from libc.stdint cimport uint8_t, uint32_t, int8_t, int16_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 
-from kcodec._core.wire cimport FaultInfo
+from kcodec._core.wire cimport (
+    FaultInfo, OK, F_TRUNCATED, F_RECORD_LENGTH, F_RECORD_SIZE, F_HEADER_COUNT, F_HEADER_KEY_NULL,
+    F_TOO_FEW_RECORDS, F_TRAILING_BYTES, F_FIELD_PAST_RECORD, read_blob, read_varint, read_varlong,
+)
 
 
 cdef enum:
@@ -24,9 +27,19 @@ cdef struct Slot:                 # where one record's fields are in its Source
     int32_t key_len               # -1: null
     int32_t value_len
     int32_t headers_count
+    int32_t header_key_bytes      # all its header keys' bytes
+    int32_t header_value_bytes    # all its (non-null) header values' bytes
     int32_t sequence
     int8_t magic
     int8_t ts_type                # -1 none, 0 CreateTime, 1 LogAppendTime
+
+
+cdef struct V2Base:               # what a v2 batch's records are relative to
+    int64_t offset
+    int64_t timestamp
+    int64_t max_timestamp         # every record's timestamp under LogAppendTime
+    int8_t ts_type
+    int32_t sequence
 
 
 cdef enum EntryStatus:           # what entry_size / read_v2_header find
@@ -62,9 +75,119 @@ cdef int read_v2_header(const uint8_t* p, int32_t size, bint verify_crc,
                         V2Header* h) noexcept nogil
 cdef bint count_fits(int32_t count, Py_ssize_t n) noexcept nogil
 cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
-                          int32_t count, int64_t base_offset, int64_t base_ts, int64_t max_ts,
-                          int8_t ts_type, int32_t base_seq, Slot* slots,
-                          FaultInfo* fi) noexcept nogil
+                          int32_t count, V2Base* v, Slot* slots, FaultInfo* fi) noexcept nogil
+
+
+cdef inline int fail(FaultInfo* fi, int code, const uint8_t* at, const uint8_t* base,
+                     int64_t a, int64_t b) noexcept nogil:
+    fi.code = code
+    fi.where = at - base
+    fi.a = a
+    fi.b = b
+    return code
+
+
+cdef inline int32_t seq_add(int32_t base, int32_t delta) noexcept nogil:
+    # Producer sequences wrap from INT32_MAX back to 0.
+    cdef int64_t s
+    if base < 0:
+        return -1
+    s = <int64_t>base + delta
+    if s > 0x7FFFFFFF:
+        s -= <int64_t>0x7FFFFFFF + 1
+    return <int32_t>s
+
+
+cdef inline int past_record(int st) noexcept nogil:
+    return F_FIELD_PAST_RECORD if st == F_TRUNCATED else st
+
+
+cdef inline int parse_v2_record(const uint8_t* base, const uint8_t** pp, const uint8_t* end,
+                                int32_t count, int32_t i, V2Base* v, Slot* s,
+                                FaultInfo* fi) noexcept nogil:
+    """Validate record i (of count) of a v2 batch, at *pp in [*pp, end), and
+    record where its fields are; advances *pp past it. The one parser of v2
+    records: the object API and the Arrow columns both call it."""
+    cdef int32_t j, length, key_len, value_len, n_headers, offset_delta, hk, hv
+    cdef int32_t key_bytes = 0, value_bytes = 0
+    cdef int64_t ts_delta
+    cdef const uint8_t* p = pp[0]
+    cdef const uint8_t* rec_end
+    cdef const uint8_t* start = p    # the record's first byte (its length varint)
+    cdef const uint8_t* field        # the field being read, for error positions
+    cdef const uint8_t* key
+    cdef const uint8_t* value
+    cdef const uint8_t* unused
+    cdef int st
+    if p >= end:
+        return fail(fi, F_TOO_FEW_RECORDS, p, base, count, i)
+    st = read_varint(&p, end, &length)
+    if st:
+        return fail(fi, st, start, base, 0, 0)
+    if length < 0 or length > end - p:
+        return fail(fi, F_RECORD_LENGTH, start, base, length, end - p)
+    rec_end = p + length
+    field = p
+    if p >= rec_end:
+        return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
+    p += 1                                      # attributes: unused
+    field = p
+    st = read_varlong(&p, rec_end, &ts_delta)
+    if st == OK:
+        field = p
+        st = read_varint(&p, rec_end, &offset_delta)
+    if st == OK:
+        field = p
+        st = read_blob(&p, rec_end, &key, &key_len)
+    if st == OK:
+        field = p
+        st = read_blob(&p, rec_end, &value, &value_len)
+    if st == OK:
+        field = p
+        st = read_varint(&p, rec_end, &n_headers)
+    if st:
+        return fail(fi, past_record(st), field, base, 0, 0)
+    if n_headers < 0 or n_headers > rec_end - p:
+        return fail(fi, F_HEADER_COUNT, field, base, n_headers, rec_end - p)
+    s.headers_pos = p - base
+    for j in range(n_headers):
+        field = p
+        st = read_blob(&p, rec_end, &unused, &hk)
+        if st == OK and hk < 0:
+            return fail(fi, F_HEADER_KEY_NULL, field, base, hk, 0)
+        if st == OK:
+            field = p
+            st = read_blob(&p, rec_end, &unused, &hv)
+        if st:
+            return fail(fi, past_record(st), field, base, 0, 0)
+        key_bytes += hk
+        if hv > 0:
+            value_bytes += hv
+    if p != rec_end:
+        return fail(fi, F_RECORD_SIZE, start, base, length, p - (rec_end - length))
+    s.headers_end = rec_end - base
+    s.key_pos = key - base
+    s.value_pos = value - base
+    s.offset = <int64_t>(<uint64_t>v.offset + <uint64_t><int64_t>offset_delta)
+    s.timestamp = v.max_timestamp if v.ts_type == 1 else <int64_t>(<uint64_t>v.timestamp + <uint64_t>ts_delta)
+    s.ts_type = v.ts_type
+    s.key_len = key_len
+    s.value_len = value_len
+    s.headers_count = n_headers
+    s.header_key_bytes = key_bytes
+    s.header_value_bytes = value_bytes
+    s.sequence = seq_add(v.sequence, offset_delta)
+    s.magic = 2
+    pp[0] = p
+    return OK
+
+
+cdef inline int v2_records_end(const uint8_t* base, const uint8_t* p, const uint8_t* end,
+                               int32_t count, FaultInfo* fi) noexcept nogil:
+    """After a batch's last record: nothing may follow it."""
+    if p != end:
+        return fail(fi, F_TRAILING_BYTES, p, base, end - p, count)
+    return OK
 
 
 cdef struct LegacyMessage:
@@ -122,10 +245,15 @@ cdef class Batch:
     cdef list _loaded(self)
     cdef Source _decompressed(self)
     cdef Slots parsed(self)
+    cdef Source records_source(self, Py_ssize_t* pos, Py_ssize_t* n)
+    cdef void v2_base(self, V2Base* v)
     cdef Slots _parse_v2(self)
     cdef Slots _parse_message(self)
     cdef Slots _parse_wrapper(self, Source inner)
     cdef _inner_error(self, str text, Py_ssize_t where)
+
+
+cdef object raise_fault(FaultInfo* fi, Batch batch, bint decompressed)
 
 
 cdef class BatchReader:

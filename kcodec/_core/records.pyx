@@ -108,31 +108,7 @@ cdef object raise_fault(FaultInfo* fi, Batch batch, bint decompressed):
     raise CorruptRecordError(text, position=position, offset=batch._first_offset_hint())
 
 
-cdef inline int fail(FaultInfo* fi, int code, const uint8_t* at, const uint8_t* base,
-                     int64_t a, int64_t b) noexcept nogil:
-    fi.code = code
-    fi.where = at - base
-    fi.a = a
-    fi.b = b
-    return code
-
-
 # ------------------------------------------------------------ record slots
-
-cdef inline int32_t seq_add(int32_t base, int32_t delta) noexcept nogil:
-    # Producer sequences wrap from INT32_MAX back to 0.
-    cdef int64_t s
-    if base < 0:
-        return -1
-    s = <int64_t>base + delta
-    if s > 0x7FFFFFFF:
-        s -= <int64_t>0x7FFFFFFF + 1
-    return <int32_t>s
-
-
-cdef inline int past_record(int st) noexcept nogil:
-    return F_FIELD_PAST_RECORD if st == F_TRUNCATED else st
-
 
 cdef int entry_size(const uint8_t* p, Py_ssize_t remaining, int64_t max_entry,
                     int32_t* size) noexcept nogil:
@@ -188,78 +164,15 @@ cdef bint count_fits(int32_t count, Py_ssize_t n) noexcept nogil:
 
 
 cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
-                          int32_t count, int64_t base_offset, int64_t base_ts, int64_t max_ts,
-                          int8_t ts_type, int32_t base_seq, Slot* slots,
-                          FaultInfo* fi) noexcept nogil:
+                          int32_t count, V2Base* v, Slot* slots, FaultInfo* fi) noexcept nogil:
     """Validate `count` records in [p, end) and record where their fields are."""
-    cdef int32_t i, j, length, key_len, value_len, n_headers, offset_delta, hk, hv
-    cdef int64_t ts_delta
-    cdef const uint8_t* rec_end
-    cdef const uint8_t* start      # the record's first byte (its length varint)
-    cdef const uint8_t* field      # the field being read, for error positions
-    cdef const uint8_t* key
-    cdef const uint8_t* value
-    cdef const uint8_t* unused
+    cdef int32_t i
     cdef int st
     for i in range(count):
-        if p >= end:
-            return fail(fi, F_TOO_FEW_RECORDS, p, base, count, i)
-        start = p
-        st = read_varint(&p, end, &length)
+        st = parse_v2_record(base, &p, end, count, i, v, &slots[i], fi)
         if st:
-            return fail(fi, st, start, base, 0, 0)
-        if length < 0 or length > end - p:
-            return fail(fi, F_RECORD_LENGTH, start, base, length, end - p)
-        rec_end = p + length
-        field = p
-        if p >= rec_end:
-            return fail(fi, F_FIELD_PAST_RECORD, p, base, 0, 0)
-        p += 1                                      # attributes: unused
-        field = p
-        st = read_varlong(&p, rec_end, &ts_delta)
-        if st == OK:
-            field = p
-            st = read_varint(&p, rec_end, &offset_delta)
-        if st == OK:
-            field = p
-            st = read_blob(&p, rec_end, &key, &key_len)
-        if st == OK:
-            field = p
-            st = read_blob(&p, rec_end, &value, &value_len)
-        if st == OK:
-            field = p
-            st = read_varint(&p, rec_end, &n_headers)
-        if st:
-            return fail(fi, past_record(st), field, base, 0, 0)
-        if n_headers < 0 or n_headers > rec_end - p:
-            return fail(fi, F_HEADER_COUNT, field, base, n_headers, rec_end - p)
-        slots[i].headers_pos = p - base
-        for j in range(n_headers):
-            field = p
-            st = read_blob(&p, rec_end, &unused, &hk)
-            if st == OK and hk < 0:
-                return fail(fi, F_HEADER_KEY_NULL, field, base, hk, 0)
-            if st == OK:
-                field = p
-                st = read_blob(&p, rec_end, &unused, &hv)
-            if st:
-                return fail(fi, past_record(st), field, base, 0, 0)
-        if p != rec_end:
-            return fail(fi, F_RECORD_SIZE, start, base, length, p - (rec_end - length))
-        slots[i].headers_end = rec_end - base
-        slots[i].key_pos = key - base
-        slots[i].value_pos = value - base
-        slots[i].offset = <int64_t>(<uint64_t>base_offset + <uint64_t><int64_t>offset_delta)
-        slots[i].timestamp = max_ts if ts_type == 1 else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
-        slots[i].ts_type = ts_type
-        slots[i].key_len = key_len
-        slots[i].value_len = value_len
-        slots[i].headers_count = n_headers
-        slots[i].sequence = seq_add(base_seq, offset_delta)
-        slots[i].magic = 2
-    if p != end:
-        return fail(fi, F_TRAILING_BYTES, p, base, end - p, count)
-    return OK
+            return st
+    return v2_records_end(base, p, end, count, fi)
 
 
 cdef int parse_legacy_message(const uint8_t* base, const uint8_t* p, const uint8_t* end,
@@ -561,35 +474,47 @@ cdef class Batch:
                                      position=self.position, offset=self.last_offset)
         return self._parse_wrapper(self._decompressed())
 
-    cdef Slots _parse_v2(self):
+    cdef Source records_source(self, Py_ssize_t* pos, Py_ssize_t* n):
+        """A v2 batch's records, decompressed if need be, at [*pos, *pos + *n) of
+        the Source returned; raises when they cannot hold the declared count."""
         cdef Source data = self.src
-        cdef Py_ssize_t pos = self.payload_pos
-        cdef Py_ssize_t n = self.payload_len
+        pos[0] = self.payload_pos
+        n[0] = self.payload_len
+        if self._count and self.codec != 0:
+            data = self._decompressed()
+            pos[0] = 0
+            n[0] = data.length
+        if not count_fits(self._count, n[0]):
+            raise CorruptRecordError(
+                f"batch declares {self._count} records but its {n[0]} bytes of records hold at "
+                f"most {n[0] // V2_MIN_RECORD}", position=self.position, offset=self._base_offset)
+        return data
+
+    cdef void v2_base(self, V2Base* v):
+        v.offset = self._base_offset
+        v.timestamp = self.first_timestamp
+        v.max_timestamp = self.max_timestamp
+        v.ts_type = self.ts_type
+        v.sequence = self.base_sequence
+
+    cdef Slots _parse_v2(self):
+        cdef Py_ssize_t pos, n
+        cdef Source data = self.records_source(&pos, &n)
         cdef int32_t count = self._count
+        cdef V2Base v
         cdef FaultInfo fi
-        cdef Slots slots
+        cdef Slots slots = new_slots(data, count)
         cdef int st
         if count == 0:
-            return new_slots(data, 0)
-        if self.codec != 0:
-            data = self._decompressed()
-            pos = 0
-            n = data.length
-        if not count_fits(count, n):
-            raise CorruptRecordError(
-                f"batch declares {count} records but its {n} bytes of records hold at most "
-                f"{n // V2_MIN_RECORD}", position=self.position, offset=self._base_offset)
-        slots = new_slots(data, count)
+            return slots
+        self.v2_base(&v)
         if n < NOGIL_MIN_BYTES:
-            st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
-                                  self._base_offset, self.first_timestamp, self.max_timestamp,
-                                  self.ts_type, self.base_sequence, slots.items, &fi)
+            st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count, &v,
+                                  slots.items, &fi)
         else:
             with nogil:
                 st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
-                                      self._base_offset, self.first_timestamp,
-                                      self.max_timestamp, self.ts_type,
-                                      self.base_sequence, slots.items, &fi)
+                                      &v, slots.items, &fi)
         if st:
             raise_fault(&fi, self, self.codec != 0)
         return slots
@@ -604,7 +529,7 @@ cdef class Batch:
         s.value_pos = self.msg.value_pos
         s.value_len = self.msg.value_len
         s.headers_pos = s.headers_end = 0
-        s.headers_count = 0
+        s.headers_count = s.header_key_bytes = s.header_value_bytes = 0
         s.sequence = -1
         s.magic = self.magic
         s.ts_type = self.ts_type
@@ -669,7 +594,7 @@ cdef class Batch:
             s.value_pos = m.value_pos
             s.value_len = m.value_len
             s.headers_pos = s.headers_end = 0
-            s.headers_count = 0
+            s.headers_count = s.header_key_bytes = s.header_value_bytes = 0
             s.sequence = -1
             s.magic = m.magic
             p = entry_end
