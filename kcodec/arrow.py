@@ -89,8 +89,8 @@ def _offsets_within(table, start, end):
         return table.slice(rows[0].as_py() if len(rows) else 0, len(rows))
     views = [i for i, field in enumerate(table.schema) if field.type == pa.binary_view()]
     for i in views:
-        table = table.set_column(i, table.field(i).with_type(pa.binary()),
-                                 table.column(i).cast(pa.binary()))
+        table = table.set_column(i, table.field(i).with_type(pa.large_binary()),
+                                 table.column(i).cast(pa.large_binary()))
     table = table.filter(keep)
     for i in views:
         table = table.set_column(i, table.schema.field(i).with_type(pa.binary_view()),

@@ -255,10 +255,36 @@ def test_offset_bounds_equal_read_records():
         assert all((start or 0) <= o < (end or 1 << 62) for o in expected)
 
 
+def _with_count_zero(batch):
+    """The batch, declaring no records (CRC fixed): readers skip its payload."""
+    batch = bytearray(batch)
+    batch[57:61] = (0).to_bytes(4, "big")
+    batch[17:21] = kcodec.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    return bytes(batch)
+
+
+@pytest.mark.parametrize("first", ["outside the bounds", "declaring no records"])
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_batches_skipped_before_plain_ones_leave_views_whole(first, isolation):
+    skipped = kcodec.encode([(b"k", b"v" * 20, 1, None)], compression="gzip")
+    if first == "declaring no records":
+        skipped = _with_count_zero(skipped)
+    plain = kcodec.encode([(b"key-longer-than-12-%d" % i, b"value-%d" % i * 5, 1, None)
+                           for i in range(3)], base_offset=1)
+    start = 1 if first == "outside the bounds" else None
+    expected = list(kcodec.read_records(skipped + plain, start_offset=start, isolation=isolation))
+    for views in (False, True):
+        table = kcodec.decode(skipped + plain, start_offset=start, views=views,
+                              isolation=isolation)
+        table.validate(full=True)
+        assert table.column("value").to_pylist() == [r.value for r in expected]
+        assert table.column("key").to_pylist() == [r.key for r in expected]
+
+
 @pytest.mark.parametrize("views", [False, True])
 def test_offset_bounds_on_offsets_out_of_order(views):
     # Not a log's order, but a record set may hold it: the rows kept are not
-    # one run, so they are filtered (binary_view columns through binary).
+    # one run, so they are filtered (binary_view columns through large_binary).
     rows = [(key, value, ts, None) for key, value, ts, _ in RECORDS[:5]]
     data = b"".join(kcodec.encode(rows, base_offset=base, magic=1, compression="gzip")
                     for base in (100, 0, 105))

@@ -6,7 +6,8 @@
 # released before the next one is decompressed. A record that does not fit
 # stops the pass, the buffers grow, and it resumes at that record; a record
 # that fails its checks takes its whole batch back out of the columns, and
-# the batch is read again by BatchReader, which raises the error. Once a
+# the batch is read again, through BatchReader and add_batch, which raises
+# the error. Once a
 # sixteenth of the input (or 1 MiB) is read, a column that must grow is sized
 # by extrapolating from the share read, so a uniform input rarely copies a
 # column; before that, and with offset bounds, it doubles. Header fields are
@@ -17,7 +18,7 @@
 #   [int32 length][4-byte prefix][int32 buffer index][int32 offset]  otherwise
 # whose data buffers are the input and the decompressed buffers themselves.
 cimport cython
-from libc.stdint cimport uintptr_t, uint8_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
+from libc.stdint cimport uintptr_t, uint8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
@@ -144,6 +145,7 @@ cdef struct Block:            # one batch being added to the columns
     const uint8_t* next        # v2: where record `done` starts
     const uint8_t* end         # v2: where the records end
     V2Base v2
+    int codec                  # v2: its compression codec id
     int64_t producer_id
     int16_t producer_epoch
     int32_t leader_epoch
@@ -242,6 +244,7 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     cdef const uint8_t* key = NULL
     cdef const uint8_t* value = NULL
     cdef int32_t j, hk = 0, hv = 0
+    cdef Py_ssize_t k
     cdef int st = 0
     cdef uint8_t key_bits = 0                       # header key bytes OR'ed: bit 7, not ASCII
     cdef int64_t* offset = <int64_t*>o.mem[B_OFFSET]
@@ -337,11 +340,10 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
                 st = -3
                 break
             copy_bytes(header_key_data + header_key_at, key, hk)
+            for k in range(header_key_at, header_key_at + hk):   # the copy: the input may change
+                key_bits |= header_key_data[k]
             header_key_at += hk
             header_key_offsets[h + 1] = <int32_t>header_key_at
-            while hk > 0:
-                hk -= 1
-                key_bits |= key[hk]
             null_header_values += set_bit(header_value_valid, h, hv >= 0)
             if hv > 0:
                 copy_bytes(header_value_data + header_value_at, value, hv)
@@ -514,9 +516,7 @@ cdef class Collector:
         return 0
 
     cdef int added(self, int st, Py_ssize_t position) except -1:
-        """Raise what add_block's status st says, for the batch at `position`."""
-        if st == -1:
-            raise MemoryError()
+        """Raise what fill's status st says, for the batch at `position`."""
         if st == -2:
             raise ValueError("a binary column would exceed Arrow's 2 GiB limit; decode fewer "
                              "batches at a time (e.g. iter_decode)")
@@ -551,6 +551,8 @@ cdef class Collector:
             if not self.include_control:
                 return 0
             batch._loaded()                          # validates the control keys and values
+        if batch.magic == 2 and batch._count == 0:
+            return 0
         if batch.magic == 2:
             src = batch.records_source(&pos, &n)
             start_block(&b, &self.o, batch._count)
@@ -582,14 +584,13 @@ cdef class Collector:
 
     cdef int add_compressed(self, BatchReader reader, Block* b, Py_ssize_t position) except -1:
         """Decompress the v2 batch at `position` (scan put its header in b) and
-        add it: 0, or 1 when it is for BatchReader to read (and raise what is
-        wrong with it)."""
+        add it: 0, or 1 when it is to be read again through BatchReader and
+        add_batch (which raise what is wrong with it)."""
         cdef Source src = reader.src
         cdef Source data
         cdef Py_ssize_t size = b.consumed - position
         try:
-            data = Source(decompress(load_u16(src.base + position + 21) & 0x07,
-                                     src.slice(position + V2_HEADER, size - V2_HEADER),
+            data = Source(decompress(b.codec, src.slice(position + V2_HEADER, size - V2_HEADER),
                                      reader.max_decompressed, 2))
         except KafkaFormatError:
             return 1
@@ -617,8 +618,7 @@ cdef class Collector:
             if self.views and plain_batch_at(src.base + pos[0], src.length - pos[0]):
                 # Views address at most 2 GiB of one buffer: a run that goes on
                 # past that continues in a new window (see view_buffer).
-                if src.length - pos[0] >= LOG_OVERHEAD:
-                    entry_end = pos[0] + LOG_OVERHEAD + max(0, load_i32(src.base + pos[0] + 8))
+                entry_end = pos[0] + LOG_OVERHEAD + max(0, load_i32(src.base + pos[0] + 8))
                 view_buffer(&b, src, pos[0] + LOG_OVERHEAD, min(entry_end, src.length),
                             self.current, self.buffers)
                 window = b.window
@@ -708,12 +708,13 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     """Add the v2 batches from *pos on, with no Python object per batch, until
     an entry it does not take whole: the end or a partial entry, a legacy
     entry, a control batch to include, anything that fails a check. That entry
-    is left at *pos for BatchReader (which raises the error, if any); 0. Control
+    is left at *pos for BatchReader (add_batch raises its error, if any); 0. Control
     batches and batches outside [start, end) are skipped, CRCs checked, as
     `keep` in decode_record_set skips them. With *pos at a batch begun in
     block b: 1 when the buffers must grow (fill resumes b), 3 when it is
     compressed (b holds its header; it is decompressed with the GIL), and with
-    views 2 when it ends past `limit`; -2, -3 as fill."""
+    views 2 when it needs a window into the input first (none yet, or it ends
+    past `limit`); -2, -3 as fill."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st
@@ -739,11 +740,12 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             b.leader_epoch = h.leader_epoch
             b.transactional = (attributes & 0x10) != 0
             b.consumed = pos[0] + LOG_OVERHEAD + size
-            if attributes & 0x07:
+            b.codec = attributes & 0x07
+            if b.codec:
                 return 3
             if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
                 return 0
-            if c.views and b.consumed > limit:
+            if c.views and (b.window == NULL or b.consumed > limit):
                 return 2
             b.base = base
             b.items = NULL

@@ -74,10 +74,6 @@ cdef int entry_size(const uint8_t* p, Py_ssize_t remaining, int64_t max_entry,
 cdef int read_v2_header(const uint8_t* p, int32_t size, bint verify_crc,
                         V2Header* h) noexcept nogil
 cdef bint count_fits(int32_t count, Py_ssize_t n) noexcept nogil
-cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
-                          int32_t count, V2Base* v, Slot* slots, FaultInfo* fi) noexcept nogil
-
-
 cdef inline int fail(FaultInfo* fi, int code, const uint8_t* at, const uint8_t* base,
                      int64_t a, int64_t b) noexcept nogil:
     fi.code = code
