@@ -152,7 +152,9 @@ cdef struct Block:            # one batch being added to the columns
     bint transactional
     const uint8_t* window      # views: where the block's data buffer starts
     int32_t buffer             # views: that buffer's index among the data buffers
-    Py_ssize_t consumed        # input bytes read once this block is in
+    Py_ssize_t position        # input bytes read before this block
+    Py_ssize_t consumed        # ... and once it is in
+    const uint8_t* records     # v2: where its first record starts
     Mark mark
     FaultInfo fault            # why a record failed its checks
 
@@ -285,7 +287,6 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     cdef bint transactional = b.transactional
     cdef const uint8_t* window = b.window
     cdef int32_t buffer = b.buffer
-    o.consumed = b.consumed
     while i < count:
         record = p
         if items != NULL:
@@ -306,6 +307,11 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
             o.used[VALUE_BYTES] = value_at
             o.used[HEADER_KEY_BYTES] = header_key_at
             o.used[HEADER_VALUE_BYTES] = header_value_at
+            # Growth extrapolates from the input read so far: up to this record.
+            o.consumed = b.position + <Py_ssize_t>(
+                <double>(b.consumed - b.position) *
+                (<double>i / count if items != NULL
+                 else <double>(record - b.records) / (records_end - b.records)))
             st = needs_room(o, &r, key_bytes, value_bytes)
             if st:
                 p = record
@@ -569,12 +575,13 @@ cdef class Collector:
                 pos = batch.position + LOG_OVERHEAD
                 n = batch.size - LOG_OVERHEAD
         b.base = src.base
-        b.next = src.base + pos
+        b.next = b.records = src.base + pos
         b.end = src.base + pos + n
         b.producer_id = batch.producer_id
         b.producer_epoch = batch.producer_epoch
         b.leader_epoch = batch.partition_leader_epoch
         b.transactional = batch.magic == 2 and batch.attributes & 0x10
+        b.position = batch.position
         b.consumed = consumed
         if self.views and b.count:
             view_buffer(&b, src, pos, pos + n, self.current, self.buffers)
@@ -598,7 +605,7 @@ cdef class Collector:
             return 1
         b.base = data.base
         b.items = NULL
-        b.next = data.base
+        b.next = b.records = data.base
         b.end = data.base + data.length
         if self.views:
             view_buffer(b, data, 0, data.length, self.current, self.buffers)
@@ -739,6 +746,7 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             b.producer_epoch = h.producer_epoch
             b.leader_epoch = h.leader_epoch
             b.transactional = (attributes & 0x10) != 0
+            b.position = pos[0]
             b.consumed = pos[0] + LOG_OVERHEAD + size
             b.codec = attributes & 0x07
             if b.codec:
@@ -749,7 +757,7 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
                 return 2
             b.base = base
             b.items = NULL
-            b.next = p + V2_HEADER
+            b.next = b.records = p + V2_HEADER
             b.end = base + b.consumed
             st = fill(b, &c.o)
             if st == 2:
