@@ -22,7 +22,7 @@ from libc.stdint cimport uintptr_t, uint8_t, int16_t, int32_t, int64_t, INT64_MI
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
-from kcodec._core.wire cimport FaultInfo, copy_bytes, load_i32, load_u16, read_blob
+from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_u16, read_blob
 from kcodec._core.records cimport (
     Batch, BatchReader, Slot, Slots, Source, V2Base, V2Header, ENTRY_OK, LOG_OVERHEAD, V2_HEADER,
     V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_record, raise_fault,
@@ -39,13 +39,16 @@ cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
 
 # The column buffers, in the order of BUFFER_NAMES.
 cdef enum:
-    B_OFFSET, B_TIMESTAMP, B_TIMESTAMP_VALID, B_TIMESTAMP_TYPE, B_KEY_VALID, B_VALUE_VALID,
+    B_OFFSET, B_TIMESTAMP, B_TIMESTAMP_NULLS, B_TIMESTAMP_TYPE, B_KEY_NULLS, B_VALUE_NULLS,
     B_KEY_OFFSETS, B_KEY_DATA, B_VALUE_OFFSETS, B_VALUE_DATA, B_KEY_VIEWS, B_VALUE_VIEWS,
     B_HEADER_LIST_OFFSETS, B_HEADERS_VALID, B_HEADER_KEY_OFFSETS, B_HEADER_KEY_DATA,
-    B_HEADER_VALUE_OFFSETS, B_HEADER_VALUE_DATA, B_HEADER_VALUE_VALID,
+    B_HEADER_VALUE_OFFSETS, B_HEADER_VALUE_DATA, B_HEADER_VALUE_NULLS,
     B_PRODUCER_ID, B_PRODUCER_EPOCH, B_SEQUENCE, B_TRANSACTIONAL, B_LEADER_EPOCH,
     N_BUFFERS
 
+# Bitmaps are filled with their bits set only where that is rare: the
+# validity of headers, and for the other columns the nulls, inverted into
+# validity (see NULLS_IN) when handed to Arrow, so most records set no bit.
 BUFFER_NAMES = (
     "offset", "timestamp", "timestamp_valid", "timestampType", "key_valid", "value_valid",
     "key_offsets", "key_data", "value_offsets", "value_data", "key_views", "value_views",
@@ -58,21 +61,26 @@ BUFFER_NAMES = (
 cdef enum:          # Unit
     PER_ROW, PER_HEADER, KEY_BYTES, VALUE_BYTES, HEADER_KEY_BYTES, HEADER_VALUE_BYTES, N_UNITS
 
+cdef enum:          # what nulls are counted in
+    NULL_TIMESTAMPS, NULL_KEYS, NULL_VALUES, NULL_HEADERS, NULL_HEADER_VALUES, N_NULLS
+
 cdef int UNIT[N_BUFFERS]
 cdef int WIDTH[N_BUFFERS]          # bytes per unit; 0: a bitmap (one bit per unit)
 cdef bint PLUS_ONE[N_BUFFERS]      # offsets: one more entry than units
+cdef int NULLS_IN[N_BUFFERS]       # a bitmap of nulls: what they are counted in; else -1
 
-cdef void describe(int i, int unit, int width, bint plus_one):
+cdef void describe(int i, int unit, int width, bint plus_one, int nulls_in=-1):
     UNIT[i] = unit
     WIDTH[i] = width
     PLUS_ONE[i] = plus_one
+    NULLS_IN[i] = nulls_in
 
 describe(B_OFFSET, PER_ROW, 8, False)
 describe(B_TIMESTAMP, PER_ROW, 8, False)
-describe(B_TIMESTAMP_VALID, PER_ROW, 0, False)
+describe(B_TIMESTAMP_NULLS, PER_ROW, 0, False, NULL_TIMESTAMPS)
 describe(B_TIMESTAMP_TYPE, PER_ROW, 4, False)
-describe(B_KEY_VALID, PER_ROW, 0, False)
-describe(B_VALUE_VALID, PER_ROW, 0, False)
+describe(B_KEY_NULLS, PER_ROW, 0, False, NULL_KEYS)
+describe(B_VALUE_NULLS, PER_ROW, 0, False, NULL_VALUES)
 describe(B_KEY_OFFSETS, PER_ROW, 4, True)
 describe(B_KEY_DATA, KEY_BYTES, 1, False)
 describe(B_VALUE_OFFSETS, PER_ROW, 4, True)
@@ -85,7 +93,7 @@ describe(B_HEADER_KEY_OFFSETS, PER_HEADER, 4, True)
 describe(B_HEADER_KEY_DATA, HEADER_KEY_BYTES, 1, False)
 describe(B_HEADER_VALUE_OFFSETS, PER_HEADER, 4, True)
 describe(B_HEADER_VALUE_DATA, HEADER_VALUE_BYTES, 1, False)
-describe(B_HEADER_VALUE_VALID, PER_HEADER, 0, False)
+describe(B_HEADER_VALUE_NULLS, PER_HEADER, 0, False, NULL_HEADER_VALUES)
 describe(B_PRODUCER_ID, PER_ROW, 8, False)
 describe(B_PRODUCER_EPOCH, PER_ROW, 2, False)
 describe(B_SEQUENCE, PER_ROW, 4, False)
@@ -97,9 +105,9 @@ cdef inline Py_ssize_t buffer_bytes(int i, Py_ssize_t units) noexcept nogil:
         return (units + 7) // 8
     return WIDTH[i] * (units + PLUS_ONE[i])
 
-
-cdef enum:          # what nulls are counted in
-    NULL_TIMESTAMPS, NULL_KEYS, NULL_VALUES, NULL_HEADERS, NULL_HEADER_VALUES, N_NULLS
+cdef inline Py_ssize_t allocated_bytes(int i, Py_ssize_t units) noexcept nogil:
+    """buffer_bytes, and the slack copy_over writes past a binary column's data."""
+    return buffer_bytes(i, units) + (COPY_SLACK if WIDTH[i] == 1 else 0)
 
 
 cdef struct Out:              # the column buffers being filled
@@ -199,12 +207,11 @@ cdef int needs_room(Out* o, Slot* s, Py_ssize_t key_bytes, Py_ssize_t value_byte
     return st
 
 
-cdef inline Py_ssize_t set_bit(uint8_t* bitmap, Py_ssize_t i, bint value) noexcept nogil:
-    """Set bit i when value is true; returns 1 for a null (false)."""
-    if value:
+cdef inline bint mark(uint8_t* bitmap, Py_ssize_t i, bint flag) noexcept nogil:
+    """Set bit i when flag is true (bits are only ever set); returns flag."""
+    if flag:
         bitmap[i >> 3] |= <uint8_t>(1 << (i & 7))
-        return 0
-    return 1
+    return flag
 
 
 cdef inline void put_view(const uint8_t* src, int32_t n, const uint8_t* window, int32_t buffer,
@@ -251,10 +258,10 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     cdef uint8_t key_bits = 0                       # header key bytes OR'ed: bit 7, not ASCII
     cdef int64_t* offset = <int64_t*>o.mem[B_OFFSET]
     cdef int64_t* timestamp = <int64_t*>o.mem[B_TIMESTAMP]
-    cdef uint8_t* timestamp_valid = o.mem[B_TIMESTAMP_VALID]
+    cdef uint8_t* timestamp_nulls = o.mem[B_TIMESTAMP_NULLS]
     cdef int32_t* timestamp_type = <int32_t*>o.mem[B_TIMESTAMP_TYPE]
-    cdef uint8_t* key_valid = o.mem[B_KEY_VALID]
-    cdef uint8_t* value_valid = o.mem[B_VALUE_VALID]
+    cdef uint8_t* key_nulls = o.mem[B_KEY_NULLS]
+    cdef uint8_t* value_nulls = o.mem[B_VALUE_NULLS]
     cdef int32_t* key_offsets = <int32_t*>o.mem[B_KEY_OFFSETS]
     cdef uint8_t* key_data = o.mem[B_KEY_DATA]
     cdef int32_t* value_offsets = <int32_t*>o.mem[B_VALUE_OFFSETS]
@@ -267,7 +274,7 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     cdef uint8_t* header_key_data = o.mem[B_HEADER_KEY_DATA]
     cdef int32_t* header_value_offsets = <int32_t*>o.mem[B_HEADER_VALUE_OFFSETS]
     cdef uint8_t* header_value_data = o.mem[B_HEADER_VALUE_DATA]
-    cdef uint8_t* header_value_valid = o.mem[B_HEADER_VALUE_VALID]
+    cdef uint8_t* header_value_nulls = o.mem[B_HEADER_VALUE_NULLS]
     cdef bint batch_columns = o.enabled[B_PRODUCER_ID], views = o.views
     cdef Py_ssize_t row = o.used[PER_ROW], h = o.used[PER_HEADER]
     cdef Py_ssize_t key_at = o.used[KEY_BYTES], value_at = o.used[VALUE_BYTES]
@@ -318,23 +325,23 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
                 break
         offset[row] = r.offset
         timestamp[row] = r.timestamp
-        null_timestamps += set_bit(timestamp_valid, row, r.magic > 0)
+        null_timestamps += mark(timestamp_nulls, row, r.magic == 0)
         timestamp_type[row] = r.ts_type
-        null_keys += set_bit(key_valid, row, r.key_len >= 0)
-        null_values += set_bit(value_valid, row, r.value_len >= 0)
+        null_keys += mark(key_nulls, row, r.key_len < 0)
+        null_values += mark(value_nulls, row, r.value_len < 0)
         if views:
             put_view(base + r.key_pos, r.key_len, window, buffer, key_views + 16 * row)
             put_view(base + r.value_pos, r.value_len, window, buffer, value_views + 16 * row)
         else:
             if key_bytes:
-                copy_bytes(key_data + key_at, base + r.key_pos, key_bytes)
+                copy_over(key_data + key_at, base + r.key_pos, key_bytes, records_end)
                 key_at += key_bytes
             key_offsets[row + 1] = <int32_t>key_at
             if value_bytes:
-                copy_bytes(value_data + value_at, base + r.value_pos, value_bytes)
+                copy_over(value_data + value_at, base + r.value_pos, value_bytes, records_end)
                 value_at += value_bytes
             value_offsets[row + 1] = <int32_t>value_at
-        null_headers += set_bit(headers_valid, row, r.headers_count > 0)
+        null_headers += not mark(headers_valid, row, r.headers_count > 0)
         hp = base + r.headers_pos
         hend = base + r.headers_end
         header_keys_end = header_key_at + r.header_key_bytes
@@ -345,14 +352,14 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
                     or hv > header_values_end - header_value_at):
                 st = -3
                 break
-            copy_bytes(header_key_data + header_key_at, key, hk)
+            copy_over(header_key_data + header_key_at, key, hk, hend)
             for k in range(header_key_at, header_key_at + hk):   # the copy: the input may change
                 key_bits |= header_key_data[k]
             header_key_at += hk
             header_key_offsets[h + 1] = <int32_t>header_key_at
-            null_header_values += set_bit(header_value_valid, h, hv >= 0)
+            null_header_values += mark(header_value_nulls, h, hv < 0)
             if hv > 0:
-                copy_bytes(header_value_data + header_value_at, value, hv)
+                copy_over(header_value_data + header_value_at, value, hv, hend)
                 header_value_at += hv
             header_value_offsets[h + 1] = <int32_t>header_value_at
             h += 1
@@ -363,7 +370,7 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
             (<int64_t*>o.mem[B_PRODUCER_ID])[row] = producer_id
             (<int16_t*>o.mem[B_PRODUCER_EPOCH])[row] = producer_epoch
             (<int32_t*>o.mem[B_SEQUENCE])[row] = r.sequence
-            set_bit(o.mem[B_TRANSACTIONAL], row, transactional)
+            mark(o.mem[B_TRANSACTIONAL], row, transactional)
             (<int32_t*>o.mem[B_LEADER_EPOCH])[row] = leader_epoch
         row += 1
         i += 1
@@ -490,7 +497,7 @@ cdef class Collector:
         for i in range(N_BUFFERS):
             buf = None
             if self.o.enabled[i]:
-                buf = ColumnMemory.take(buffer_bytes(i, 0))
+                buf = ColumnMemory.take(allocated_bytes(i, 0))
                 self.o.mem[i] = (<ColumnMemory>buf).memory
             self.memory.append(buf)
         for i in (B_KEY_OFFSETS, B_VALUE_OFFSETS, B_HEADER_LIST_OFFSETS, B_HEADER_KEY_OFFSETS,
@@ -511,7 +518,7 @@ cdef class Collector:
                 if not self.o.enabled[i] or UNIT[i] != unit:
                     continue
                 written = buffer_bytes(i, self.o.used[unit])
-                new = buffer_bytes(i, units)
+                new = allocated_bytes(i, units)
                 grown = ColumnMemory.take(new)
                 memcpy(grown.memory, self.o.mem[i], written)
                 if WIDTH[i] == 0:
@@ -654,7 +661,7 @@ cdef class Collector:
 
     cdef dict columns(self):
         cdef Py_ssize_t rows = self.o.used[PER_ROW], nh = self.o.used[PER_HEADER]
-        cdef Py_ssize_t size
+        cdef Py_ssize_t size, k
         cdef int i
         cdef ColumnMemory m
         cdef uint8_t* shrunk
@@ -664,6 +671,9 @@ cdef class Collector:
                 continue
             size = buffer_bytes(i, self.o.used[UNIT[i]])
             m = self.memory[i]
+            if NULLS_IN[i] >= 0 and self.o.nulls[NULLS_IN[i]]:
+                for k in range(size):                  # nulls into validity
+                    m.memory[k] = ~m.memory[k]
             if m.capacity > 2 * <size_t>size + MIN_KEPT_BYTES:   # an estimate far too high
                 shrunk = <uint8_t*>realloc(m.memory, max(size, 1))
                 if shrunk != NULL:

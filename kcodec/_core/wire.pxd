@@ -156,6 +156,26 @@ cdef inline void copy_bytes(uint8_t* dst, const uint8_t* src, Py_ssize_t n) noex
             dst[i] = src[i]
 
 
+cdef enum:
+    COPY_SLACK = 32          # bytes copy_over may write past the end of what it copies
+
+
+cdef inline void copy_over(uint8_t* dst, const uint8_t* src, Py_ssize_t n,
+                           const uint8_t* src_end) noexcept nogil:
+    """copy_bytes into a buffer with COPY_SLACK bytes to spare past dst + n:
+    where the source has them (before src_end), whole 16-byte blocks are
+    copied, so keys and values of varying length take no branch on it."""
+    cdef Py_ssize_t i = 0
+    if n <= 32 and src_end - src >= 32:
+        memcpy(dst, src, 32)
+    elif n <= 256 and src_end - src >= n + 15:
+        while i < n:
+            memcpy(dst + i, src + i, 16)
+            i += 16
+    else:
+        copy_bytes(dst, src, n)
+
+
 # Fault codes of the record parsers; kcodec/_core/records.pyx turns each into
 # a typed exception in one place (raise_fault).
 cdef enum RecordFault:
