@@ -183,6 +183,44 @@ def test_encode_decode_round_trip_is_byte_identical():
         assert again.equals(table)
 
 
+def varied_records(n, seed):
+    """Keys, values and headers of every length class the copies treat apart
+    (empty, up to 16, up to 32, longer, null), in random order."""
+    import random
+    rng = random.Random(seed)
+    lengths = [0, 1, 7, 15, 16, 17, 31, 32, 33, 100, 255, 256, 257, 300]
+
+    def blob():
+        size = rng.choice(lengths + [None])
+        return None if size is None else rng.randbytes(size)
+    return [(blob(), blob() or b"", 1_700_000_000_000 + i,
+             [(f"h{j}" * rng.choice([0, 1, 9, 20]), blob()) for j in range(rng.randrange(3))])
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+@pytest.mark.parametrize("max_batch_bytes", [1, 500, 1 << 20])
+def test_encode_table_writes_the_bytes_of_encode_records(compression, max_batch_bytes):
+    # Copies from Arrow buffers may read past a value to its buffer's end and
+    # write past it into the next record or batch header: the bytes must still
+    # be those written from Python records, which copy exactly.
+    records = varied_records(400, max_batch_bytes)
+    expected = kcodec.encode(records, compression=compression, max_batch_bytes=max_batch_bytes)
+    decoded = kcodec.decode(expected)
+    built = pa.table({
+        "key": pa.array([r[0] for r in records], pa.binary()),
+        "value": pa.array([r[1] for r in records], pa.binary()),
+        "timestamp": pa.array([r[2] for r in records], pa.int64()),
+        "headers": pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in records],
+                            decoded.schema.field("headers").type)})
+    for table, start in ((decoded, 0), (built, 0), (decoded.slice(1), 1),
+                         (built.slice(3, 200), 3)):
+        assert kcodec.encode(table, compression=compression,
+                             max_batch_bytes=max_batch_bytes) == \
+            kcodec.encode(records[start:start + len(table)], compression=compression,
+                          max_batch_bytes=max_batch_bytes)
+
+
 CONTENT = ("key", "value", "timestamp", "headers")
 
 

@@ -48,6 +48,9 @@ cdef class Rows:
     cdef Blob* headers
     cdef Py_ssize_t n
     cdef list keep               # the objects the pointers point into
+    # How far past a key, value, header key or header value its copy may read:
+    # the end of the Arrow data buffer it is in; NULL, not past the blob.
+    cdef const uint8_t* readable[4]
 
     def __dealloc__(self):
         PyMem_Free(self.rows)
@@ -154,6 +157,7 @@ cdef struct BinaryColumn:
     const int32_t* offsets
     const int64_t* large_offsets
     const uint8_t* data
+    const uint8_t* data_end
     Py_ssize_t start             # the array's slice offset
 
 
@@ -213,7 +217,9 @@ cdef binary_column(_Buffers keep, array, BinaryColumn* c, str name):
         c.large_offsets = <const int64_t*>keep.address(offsets)
     else:
         c.offsets = <const int32_t*>keep.address(offsets)
+    cdef Py_ssize_t data_size = data.size if data is not None else 0
     c.data = keep.address(data)
+    c.data_end = c.data + data_size
     c.start = array.offset
 
 
@@ -252,6 +258,11 @@ def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n):
         n_headers = len(structs)
     rows.allocate(n, n_headers)
     rows.keep = [keep, timestamps]
+    rows.readable[0] = k.data_end if has_key else NULL
+    rows.readable[1] = v.data_end
+    if headers is not None:
+        rows.readable[2] = hk.data_end
+        rows.readable[3] = hv.data_end
     with nogil:
         for i in range(n):
             row = &rows.rows[i]
@@ -281,10 +292,15 @@ cdef inline Py_ssize_t blob_size(Blob* b) noexcept nogil:
     return 1 if b.n < 0 else varlong_size(b.n) + b.n
 
 
-cdef inline uint8_t* write_blob(uint8_t* p, Blob* b) noexcept nogil:
+cdef inline uint8_t* write_blob(uint8_t* p, const uint8_t* end, Blob* b,
+                                const uint8_t* readable) noexcept nogil:
+    """b's varint length and bytes, in a buffer that ends at `end`."""
     p = write_varlong(p, b.n)
     if b.n > 0:
-        copy_bytes(p, b.p, b.n)
+        if end - p >= b.n + COPY_SLACK:
+            copy_over(p, b.p, b.n, readable if readable != NULL else b.p + b.n)
+        else:
+            copy_bytes(p, b.p, b.n)
         p += b.n
     return p
 
@@ -299,8 +315,9 @@ cdef Py_ssize_t body_size(Rows rows, Row* row, int64_t ts_delta, int64_t offset_
 
 
 cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, int64_t base_ts,
-                            uint8_t* p) noexcept nogil:
-    """Records [start, stop) of one batch (their bodies sized by split_batch)."""
+                            uint8_t* p, const uint8_t* end) noexcept nogil:
+    """Records [start, stop) of one batch (their bodies sized by split_batch),
+    in a buffer that ends at `end` (bytes past them may be overwritten)."""
     cdef Py_ssize_t i, h
     cdef Row* row
     for i in range(start, stop):
@@ -310,12 +327,12 @@ cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, int64_
         p += 1
         p = write_varlong(p, row.timestamp - base_ts)
         p = write_varlong(p, i - start)
-        p = write_blob(p, &row.key)
-        p = write_blob(p, &row.value)
+        p = write_blob(p, end, &row.key, rows.readable[0])
+        p = write_blob(p, end, &row.value, rows.readable[1])
         p = write_varlong(p, row.n_headers)
         for h in range(row.first_header, row.first_header + row.n_headers):
-            p = write_blob(p, &rows.headers[2 * h])
-            p = write_blob(p, &rows.headers[2 * h + 1])
+            p = write_blob(p, end, &rows.headers[2 * h], rows.readable[2])
+            p = write_blob(p, end, &rows.headers[2 * h + 1], rows.readable[3])
     return p
 
 
@@ -377,8 +394,8 @@ def encode_v2(Rows rows, *, int64_t base_offset, int codec, level, int attribute
         while start < rows.n:
             stop = split_batch(rows, start, max_batch_bytes, &size, &max_ts)
             records = PyBytes_FromStringAndSize(NULL, size)
-            write_records(rows, start, stop, rows.rows[start].timestamp,
-                          <uint8_t*>PyBytes_AS_STRING(records))
+            p = <uint8_t*>PyBytes_AS_STRING(records)
+            write_records(rows, start, stop, rows.rows[start].timestamp, p, p + size)
             compressed = _compress(codec, records, level, 2)
             size = compressed.shape[0]
             out = PyBytes_FromStringAndSize(NULL, V2_HEADER + size)
@@ -409,8 +426,11 @@ def encode_v2(Rows rows, *, int64_t base_offset, int codec, level, int attribute
         out = PyBytes_FromStringAndSize(NULL, total)
         p = <uint8_t*>PyBytes_AS_STRING(out)
         start = 0
+        # Each batch's records are written before its header, which covers
+        # the bytes they may overwrite past their end.
         for b in range(n_batches):
-            write_records(rows, start, stops[b], rows.rows[start].timestamp, p + V2_HEADER)
+            write_records(rows, start, stops[b], rows.rows[start].timestamp, p + V2_HEADER,
+                          <uint8_t*>PyBytes_AS_STRING(out) + total)
             write_v2_header(p, sizes[b], <int32_t>(stops[b] - start), base_offset + start,
                             attributes, rows.rows[start].timestamp, max_tss[b], producer_id,
                             producer_epoch, sequence_at(base_sequence, start),
