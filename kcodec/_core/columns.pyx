@@ -35,6 +35,7 @@ from kcodec.compression import decompress
 from kcodec.errors import CorruptRecordError, KafkaFormatError
 
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
+cdef double MAX_EXPANSION = 16     # of compressed input, when extrapolating growth
 
 
 # The column buffers, in the order of BUFFER_NAMES.
@@ -119,19 +120,24 @@ cdef struct Out:              # the column buffers being filled
     Py_ssize_t needed[N_UNITS]     # units the block being added needs (see reserve)
     Py_ssize_t input_bytes         # the whole input (0: unknown), and how much of it
     Py_ssize_t consumed            # the blocks so far came from, to extrapolate growth
+    Py_ssize_t expanded            # bytes decompression added to the blocks so far
     bint header_keys_ascii
     Py_ssize_t nulls[N_NULLS]      # counted while filling
 
 
 cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
     """How many units to grow `unit`'s buffers to, for o.needed[unit]: the first
-    growths extrapolate from the share of the input consumed, up to what an
-    uncompressed input of its size could hold."""
-    cdef Py_ssize_t needed = o.needed[unit], guess, most
+    growths extrapolate from the share of the input consumed, up to what the
+    input could hold were the rest compressed as what was read (at most
+    MAX_EXPANSION times: a skewed input must not make it allocate without bound)."""
+    cdef Py_ssize_t needed = o.needed[unit], guess, most, records_bytes
     cdef Py_ssize_t units = max(needed, 2 * o.capacity[unit])
     if o.input_bytes > o.consumed >= min(o.input_bytes // 16, 1 << 20):
-        most = (o.input_bytes // V2_MIN_RECORD if unit == PER_ROW else
-                o.input_bytes // 2 if unit == PER_HEADER else o.input_bytes)
+        records_bytes = <Py_ssize_t>(<double>o.input_bytes *
+                                     min(max(1.0, <double>(o.consumed + o.expanded) / o.consumed),
+                                         MAX_EXPANSION))
+        most = (records_bytes // V2_MIN_RECORD if unit == PER_ROW else
+                records_bytes // 2 if unit == PER_HEADER else records_bytes)
         guess = <Py_ssize_t>(<double>needed * o.input_bytes / o.consumed * 1.0625)
         units = max(units, min(guess, most))
     if unit != PER_ROW:
@@ -581,6 +587,8 @@ cdef class Collector:
             if src is batch.src:
                 pos = batch.position + LOG_OVERHEAD
                 n = batch.size - LOG_OVERHEAD
+        if src is not batch.src:
+            self.o.expanded += n - batch.size
         b.base = src.base
         b.next = b.records = src.base + pos
         b.end = src.base + pos + n
@@ -610,6 +618,7 @@ cdef class Collector:
             return 1
         if not count_fits(<int32_t>b.count, data.length):
             return 1
+        self.o.expanded += data.length - size
         b.base = data.base
         b.items = NULL
         b.next = b.records = data.base
