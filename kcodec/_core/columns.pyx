@@ -49,7 +49,7 @@ cdef enum:
 
 # Bitmaps are filled with their bits set only where that is rare: the
 # validity of headers, and for the other columns the nulls, inverted into
-# validity (see NULLS_IN) when handed to Arrow, so most records set no bit.
+# validity (see INVERTED) when handed to Arrow, so most records set no bit.
 BUFFER_NAMES = (
     "offset", "timestamp", "timestamp_valid", "timestampType", "key_valid", "value_valid",
     "key_offsets", "key_data", "value_offsets", "value_data", "key_views", "value_views",
@@ -68,20 +68,23 @@ cdef enum:          # what nulls are counted in
 cdef int UNIT[N_BUFFERS]
 cdef int WIDTH[N_BUFFERS]          # bytes per unit; 0: a bitmap (one bit per unit)
 cdef bint PLUS_ONE[N_BUFFERS]      # offsets: one more entry than units
-cdef int NULLS_IN[N_BUFFERS]       # a bitmap of nulls: what they are counted in; else -1
+cdef int NULLS_IN[N_BUFFERS]       # a validity bitmap: what its nulls are counted in; else -1
+cdef bint INVERTED[N_BUFFERS]      # ... filled with the nulls' bits, not the valid ones'
 
-cdef void describe(int i, int unit, int width, bint plus_one, int nulls_in=-1):
+cdef void describe(int i, int unit, int width, bint plus_one, int nulls_in=-1,
+                   bint inverted=False):
     UNIT[i] = unit
     WIDTH[i] = width
     PLUS_ONE[i] = plus_one
     NULLS_IN[i] = nulls_in
+    INVERTED[i] = inverted
 
 describe(B_OFFSET, PER_ROW, 8, False)
 describe(B_TIMESTAMP, PER_ROW, 8, False)
-describe(B_TIMESTAMP_NULLS, PER_ROW, 0, False, NULL_TIMESTAMPS)
+describe(B_TIMESTAMP_NULLS, PER_ROW, 0, False, NULL_TIMESTAMPS, True)
 describe(B_TIMESTAMP_TYPE, PER_ROW, 4, False)
-describe(B_KEY_NULLS, PER_ROW, 0, False, NULL_KEYS)
-describe(B_VALUE_NULLS, PER_ROW, 0, False, NULL_VALUES)
+describe(B_KEY_NULLS, PER_ROW, 0, False, NULL_KEYS, True)
+describe(B_VALUE_NULLS, PER_ROW, 0, False, NULL_VALUES, True)
 describe(B_KEY_OFFSETS, PER_ROW, 4, True)
 describe(B_KEY_DATA, KEY_BYTES, 1, False)
 describe(B_VALUE_OFFSETS, PER_ROW, 4, True)
@@ -89,12 +92,12 @@ describe(B_VALUE_DATA, VALUE_BYTES, 1, False)
 describe(B_KEY_VIEWS, PER_ROW, 16, False)
 describe(B_VALUE_VIEWS, PER_ROW, 16, False)
 describe(B_HEADER_LIST_OFFSETS, PER_ROW, 4, True)
-describe(B_HEADERS_VALID, PER_ROW, 0, False)
+describe(B_HEADERS_VALID, PER_ROW, 0, False, NULL_HEADERS)
 describe(B_HEADER_KEY_OFFSETS, PER_HEADER, 4, True)
 describe(B_HEADER_KEY_DATA, HEADER_KEY_BYTES, 1, False)
 describe(B_HEADER_VALUE_OFFSETS, PER_HEADER, 4, True)
 describe(B_HEADER_VALUE_DATA, HEADER_VALUE_BYTES, 1, False)
-describe(B_HEADER_VALUE_NULLS, PER_HEADER, 0, False, NULL_HEADER_VALUES)
+describe(B_HEADER_VALUE_NULLS, PER_HEADER, 0, False, NULL_HEADER_VALUES, True)
 describe(B_PRODUCER_ID, PER_ROW, 8, False)
 describe(B_PRODUCER_EPOCH, PER_ROW, 2, False)
 describe(B_SEQUENCE, PER_ROW, 4, False)
@@ -676,11 +679,14 @@ cdef class Collector:
         cdef uint8_t* shrunk
         buffers = {}
         for i in range(N_BUFFERS):
-            if not self.o.enabled[i]:
+            # Arrow takes no validity without nulls, and no header buffers without headers.
+            if (not self.o.enabled[i] or NULLS_IN[i] >= 0 and not self.o.nulls[NULLS_IN[i]]
+                    or nh == 0 and UNIT[i] in (PER_HEADER, HEADER_KEY_BYTES,
+                                               HEADER_VALUE_BYTES)):
                 continue
             size = buffer_bytes(i, self.o.used[UNIT[i]])
             m = self.memory[i]
-            if NULLS_IN[i] >= 0 and self.o.nulls[NULLS_IN[i]]:
+            if INVERTED[i]:
                 for k in range(size):                  # nulls into validity
                     m.memory[k] = ~m.memory[k]
             if m.capacity > 2 * <size_t>size + MIN_KEPT_BYTES:   # an estimate far too high
@@ -698,6 +704,7 @@ cdef class Collector:
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADER_LIST_TYPE = pa.list_(HEADER_TYPE)
+NO_HEADER_STRUCTS = pa.array([], HEADER_TYPE)
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 
 
@@ -831,8 +838,7 @@ cdef _validity(dict buffers, name, Py_ssize_t nulls):
     return buffers[name] if nulls else None
 
 
-cdef _assemble(dict cols, Py_ssize_t rows, Py_ssize_t nh, dict nulls, bint header_keys_ascii,
-               bint batch_columns, list buffers):
+cdef _header_structs(dict cols, Py_ssize_t nh, dict nulls, bint header_keys_ascii):
     B = cols.__getitem__
     header_keys = pa.Array.from_buffers(
         pa.string() if header_keys_ascii else pa.binary(), nh,
@@ -844,8 +850,15 @@ cdef _assemble(dict cols, Py_ssize_t rows, Py_ssize_t nh, dict nulls, bint heade
         pa.binary(), nh, [_validity(cols, "header_value_valid", nulls["header_value"]),
                           B("header_value_offsets"), B("header_value_data")],
         nulls["header_value"])
-    structs = pa.Array.from_buffers(HEADER_TYPE, nh, [None], 0,
-                                    children=[header_keys, header_values])
+    return pa.Array.from_buffers(HEADER_TYPE, nh, [None], 0,
+                                 children=[header_keys, header_values])
+
+
+cdef _assemble(dict cols, Py_ssize_t rows, Py_ssize_t nh, dict nulls, bint header_keys_ascii,
+               bint batch_columns, list buffers):
+    B = cols.__getitem__
+    structs = NO_HEADER_STRUCTS if nh == 0 else _header_structs(cols, nh, nulls,
+                                                                header_keys_ascii)
     headers = pa.Array.from_buffers(
         HEADER_LIST_TYPE, rows,
         [_validity(cols, "headers_valid", nulls["headers"]), B("header_list_offsets")],
