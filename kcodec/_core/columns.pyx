@@ -197,22 +197,34 @@ cdef void take_back(Block* b, Out* o) noexcept nogil:
     o.header_keys_ascii = b.mark.header_keys_ascii
 
 
-cdef int needs_room(Out* o, Slot* s, Py_ssize_t key_bytes, Py_ssize_t value_bytes) noexcept nogil:
+cdef int needs_room(Out* o, Slot* s, Py_ssize_t key_bytes, Py_ssize_t value_bytes,
+                    Py_ssize_t records_left, Py_ssize_t bytes_left) noexcept nogil:
     """Whether one more record s fits: 0; 1 not yet (o.needed says how many
-    units the buffers must grow to); -2 past Arrow's 2 GiB in a binary column."""
+    units the buffers must grow to: room for the records_left of its block,
+    in bytes_left bytes (0: unknown), were they all like s); -2 past Arrow's
+    2 GiB in a binary column."""
+    cdef Py_ssize_t need[N_UNITS]
+    cdef Py_ssize_t guess
     cdef int unit, st = 0
-    o.needed[PER_ROW] = o.used[PER_ROW] + 1
-    o.needed[PER_HEADER] = o.used[PER_HEADER] + s.headers_count
-    o.needed[KEY_BYTES] = o.used[KEY_BYTES] + key_bytes
-    o.needed[VALUE_BYTES] = o.used[VALUE_BYTES] + value_bytes
-    o.needed[HEADER_KEY_BYTES] = o.used[HEADER_KEY_BYTES] + s.header_key_bytes
-    o.needed[HEADER_VALUE_BYTES] = o.used[HEADER_VALUE_BYTES] + s.header_value_bytes
-    for unit in range(PER_HEADER, N_UNITS):
-        if o.needed[unit] > MAX_ARROW_BYTES:
-            return -2
+    need[PER_ROW] = 1
+    need[PER_HEADER] = s.headers_count
+    need[KEY_BYTES] = key_bytes
+    need[VALUE_BYTES] = value_bytes
+    need[HEADER_KEY_BYTES] = s.header_key_bytes
+    need[HEADER_VALUE_BYTES] = s.header_value_bytes
     for unit in range(N_UNITS):
+        o.needed[unit] = o.used[unit] + need[unit]
+        if unit != PER_ROW and o.needed[unit] > MAX_ARROW_BYTES:
+            return -2
         if o.needed[unit] > o.capacity[unit]:
             st = 1
+    if st:
+        for unit in range(N_UNITS):
+            guess = need[unit] * records_left
+            if unit != PER_ROW:
+                guess = min(guess, bytes_left // 2 if unit == PER_HEADER else bytes_left,
+                            MAX_ARROW_BYTES - o.used[unit])
+            o.needed[unit] = max(o.needed[unit], o.used[unit] + guess)
     return st
 
 
@@ -328,7 +340,12 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
                 <double>(b.consumed - b.position) *
                 (<double>i / count if items != NULL
                  else <double>(record - b.records) / (records_end - b.records)))
-            st = needs_room(o, &r, key_bytes, value_bytes)
+            # Room for the rest of the block; a v2 count is not trusted past
+            # what its bytes can hold.
+            st = needs_room(o, &r, key_bytes, value_bytes,
+                            count - i if items != NULL else
+                            min(count - i, (records_end - record) // V2_MIN_RECORD + 1),
+                            0 if items != NULL else records_end - record)
             if st:
                 p = record
                 break
