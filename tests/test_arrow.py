@@ -198,6 +198,19 @@ def varied_records(n, seed):
             for i in range(n)]
 
 
+def exact_size(array):
+    """A binary array whose buffers hold its bytes and nothing after them
+    (pyarrow pads the buffers it allocates)."""
+    assert array.offset == 0
+    validity, offsets, data = array.buffers()
+    offsets = offsets.to_pybytes()[:4 * (len(array) + 1)]
+    end = int.from_bytes(offsets[-4:], "little")
+    return pa.Array.from_buffers(
+        pa.binary(), len(array),
+        [validity, pa.py_buffer(offsets), pa.py_buffer(data.to_pybytes()[:end])],
+        array.null_count)
+
+
 @pytest.mark.parametrize("compression", ["none", "lz4"])
 @pytest.mark.parametrize("max_batch_bytes", [1, 500, 1 << 20])
 def test_encode_table_writes_the_bytes_of_encode_records(compression, max_batch_bytes):
@@ -213,8 +226,10 @@ def test_encode_table_writes_the_bytes_of_encode_records(compression, max_batch_
         "timestamp": pa.array([r[2] for r in records], pa.int64()),
         "headers": pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in records],
                             decoded.schema.field("headers").type)})
+    exact = built.set_column(0, "key", exact_size(built.column("key").chunk(0)))
+    exact = exact.set_column(1, "value", exact_size(built.column("value").chunk(0)))
     for table, start in ((decoded, 0), (built, 0), (decoded.slice(1), 1),
-                         (built.slice(3, 200), 3)):
+                         (built.slice(3, 200), 3), (exact, 0), (exact.slice(5), 5)):
         assert kcodec.encode(table, compression=compression,
                              max_batch_bytes=max_batch_bytes) == \
             kcodec.encode(records[start:start + len(table)], compression=compression,

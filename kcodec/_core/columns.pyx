@@ -123,24 +123,32 @@ cdef struct Out:              # the column buffers being filled
     Py_ssize_t needed[N_UNITS]     # units the block being added needs (see reserve)
     Py_ssize_t input_bytes         # the whole input (0: unknown), and how much of it
     Py_ssize_t consumed            # the blocks so far came from, to extrapolate growth
-    Py_ssize_t expanded            # bytes decompression added to the blocks so far
+    Py_ssize_t expanded            # bytes decompression added to the blocks finished so far
+    Py_ssize_t block_position      # the block filled at the last growth: where it starts
+    Py_ssize_t block_end           # and ends in the input, and its records' bytes
+    Py_ssize_t block_bytes
     bint header_keys_ascii
     Py_ssize_t nulls[N_NULLS]      # counted while filling
 
 
 cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
     """How many units to grow `unit`'s buffers to, for o.needed[unit]: the first
-    growths extrapolate from the share of the input consumed, up to what the
-    input could hold were the rest compressed as what was read (at most
-    MAX_EXPANSION times: a skewed input must not make it allocate without bound)."""
+    growths extrapolate from the share of the input consumed, up to what an
+    uncompressed input of its size could hold; for bytes, up to the blocks
+    before the current one as decompressed, the current one whole, and the
+    rest expanded as those before (at most MAX_EXPANSION times: a skewed
+    input must not make it allocate without bound)."""
     cdef Py_ssize_t needed = o.needed[unit], guess, most, records_bytes
     cdef Py_ssize_t units = max(needed, 2 * o.capacity[unit])
-    if o.input_bytes > o.consumed >= min(o.input_bytes // 16, 1 << 20):
-        records_bytes = <Py_ssize_t>(<double>o.input_bytes *
-                                     min(max(1.0, <double>(o.consumed + o.expanded) / o.consumed),
-                                         MAX_EXPANSION))
-        most = (records_bytes // V2_MIN_RECORD if unit == PER_ROW else
-                records_bytes // 2 if unit == PER_HEADER else records_bytes)
+    cdef double expansion = 1.0
+    if o.consumed > 0 and o.input_bytes > o.consumed >= min(o.input_bytes // 16, 1 << 20):
+        if o.block_position > 0:
+            expansion = min(max(1.0, <double>(o.block_position + o.expanded) / o.block_position),
+                            MAX_EXPANSION)
+        records_bytes = o.block_position + o.expanded + o.block_bytes + <Py_ssize_t>(
+            <double>max(o.input_bytes - o.block_end, 0) * expansion)
+        most = (o.input_bytes // V2_MIN_RECORD if unit == PER_ROW else
+                o.input_bytes // 2 if unit == PER_HEADER else records_bytes)
         guess = <Py_ssize_t>(<double>needed * o.input_bytes / o.consumed * 1.0625)
         units = max(units, min(guess, most))
     if unit != PER_ROW:
@@ -336,6 +344,9 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
             o.used[HEADER_KEY_BYTES] = header_key_at
             o.used[HEADER_VALUE_BYTES] = header_value_at
             # Growth extrapolates from the input read so far: up to this record.
+            o.block_position = b.position
+            o.block_end = b.consumed
+            o.block_bytes = records_end - b.records
             o.consumed = b.position + <Py_ssize_t>(
                 <double>(b.consumed - b.position) *
                 (<double>i / count if items != NULL
@@ -607,8 +618,6 @@ cdef class Collector:
             if src is batch.src:
                 pos = batch.position + LOG_OVERHEAD
                 n = batch.size - LOG_OVERHEAD
-        if src is not batch.src:
-            self.o.expanded += n - batch.size
         b.base = src.base
         b.next = b.records = src.base + pos
         b.end = src.base + pos + n
@@ -622,6 +631,8 @@ cdef class Collector:
             view_buffer(&b, src, pos, pos + n, self.current, self.buffers)
         if self.add_block(&b, batch.position, n >= NOGIL_MIN_BYTES):
             raise_fault(&b.fault, batch, src is not batch.src)
+        if src is not batch.src:
+            self.o.expanded += n - batch.size
         return 0
 
     cdef int add_compressed(self, BatchReader reader, Block* b, Py_ssize_t position) except -1:
@@ -638,14 +649,16 @@ cdef class Collector:
             return 1
         if not count_fits(<int32_t>b.count, data.length):
             return 1
-        self.o.expanded += data.length - size
         b.base = data.base
         b.items = NULL
         b.next = b.records = data.base
         b.end = data.base + data.length
         if self.views:
             view_buffer(b, data, 0, data.length, self.current, self.buffers)
-        return self.add_block(b, position, data.length >= NOGIL_MIN_BYTES)
+        if self.add_block(b, position, data.length >= NOGIL_MIN_BYTES):
+            return 1
+        self.o.expanded += data.length - size
+        return 0
 
     cdef int add_v2(self, BatchReader reader, Py_ssize_t* pos, int64_t start,
                     int64_t end) except -1:
