@@ -579,14 +579,19 @@ def _autorange(fn, min_time):
 
 
 def _one_repeat(fn, number):
-    t0 = time.perf_counter()
+    """The median time of `number` calls, each timed alone: a burst of load
+    from elsewhere on a shared machine slows a few calls, not the figure."""
+    clock = time.perf_counter
+    times = []
     for _ in range(number):
+        t0 = clock()
         fn()
-    return (time.perf_counter() - t0) / number
+        times.append(clock() - t0)
+    return statistics.median(times)
 
 
 class Timing:
-    """Seconds per call: the median of `samples`, each the mean of `number` calls."""
+    """Seconds per call: the median of `samples`, each the median of `number` calls."""
     __slots__ = ("samples", "number")
 
     def __init__(self, samples, number):
@@ -878,7 +883,8 @@ def markdown(result):
         f"{env['pyarrow']}, {env['cpu']} ({env['cpus']} CPUs), hardware CRC-32C: "
         f"{env['kcodec_hardware_crc32c']}.",
         f"Records/s = records / median seconds per call; median of {p['repeats']} interleaved "
-        f"repeats of >= {p['min_time_s']} s each; every implementation on the same bytes in one "
+        f"repeats of >= {p['min_time_s']} s each, each the median of its calls timed one by one; "
+        f"every implementation on the same bytes in one "
         f"process{' (--quick: tiny workloads, figures are noise)' if p['quick'] else ''}.",
     ]
     for name, reason in result["missing"].items():
