@@ -7,10 +7,11 @@
 # stops the pass, the buffers grow, and it resumes at that record; a record
 # that fails its checks takes its whole batch back out of the columns, and
 # the batch is read again, through BatchReader and add_batch, which raises
-# the error. Once a
-# sixteenth of the input (or 1 MiB) is read, a column that must grow is sized
-# by extrapolating from the share read, so a uniform input rarely copies a
-# column; before that, and with offset bounds, it doubles. Header fields are
+# the error. A column that must grow makes room for the rest of the batch,
+# as if its records were like the one that did not fit; once a sixteenth of
+# the input (or 1 MiB) is read, it is sized by extrapolating from the share
+# read, so a uniform input rarely copies a column; before that, and with
+# offset bounds, it at least doubles. Header fields are
 # re-read, with bounds, by the copy: the input may be a mutable buffer.
 #
 # With views, key and value become Arrow binary_view columns: 16-byte views
