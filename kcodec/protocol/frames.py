@@ -63,27 +63,24 @@ def encode_request(api, version, body, correlation_id, client_id="kcodec", heade
     schema = request_schema(api)
     header = {"request_api_key": schema.api_key, "request_api_version": version,
               "correlation_id": correlation_id, "client_id": client_id}
-    if header_tags:
-        header["_unknown_tags"] = header_tags
-    out = bytearray(4)
-    REQUEST_HEADER.encode_into(out, header, request_header_version(api, version))
-    schema.encode_into(out, body, version)
-    return _sized(out)
+    return _frame(REQUEST_HEADER, header, request_header_version(api, version), header_tags,
+                  schema, body, version)
 
 
 def encode_response(api, version, body, correlation_id, header_tags=None):
     """A whole response frame (size prefix included)."""
     schema = response_schema(api)
-    header = {"correlation_id": correlation_id}
+    return _frame(RESPONSE_HEADER, {"correlation_id": correlation_id},
+                  response_header_version(api, version), header_tags, schema, body, version)
+
+
+def _frame(header_schema, header, header_version, header_tags, schema, body, version):
+    """Size prefix, header and body of one frame."""
     if header_tags:
         header["_unknown_tags"] = header_tags
     out = bytearray(4)
-    RESPONSE_HEADER.encode_into(out, header, response_header_version(api, version))
+    header_schema.encode_into(out, header, header_version)
     schema.encode_into(out, body, version)
-    return _sized(out)
-
-
-def _sized(out):
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
