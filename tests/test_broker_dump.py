@@ -10,6 +10,8 @@ Deliberate differences:
 import glob
 import os
 import re
+import shutil
+import struct
 
 import pytest
 
@@ -22,7 +24,7 @@ TOPICS = ["codec-none", "codec-gzip", "codec-snappy", "codec-lz4", "codec-zstd",
 SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 SUMMARY_HEADS = ("Mismatches in :", "Found timestamp mismatch in :",
                  "Found out of order timestamp in :",
-                 "The following indexed offsets are not found in the log.",
+                 "The following indexed offsets are not found in :",
                  "Non-consecutive offsets in ")
 
 
@@ -96,6 +98,37 @@ def test_dump_options_on_every_topic(broker, broker_topics, capsys):
     deep = summaries[("--deep-iteration",)]
     assert any(block[0].startswith("Non-consecutive offsets in ") and "compacted-0" in block[0]
                for block in deep)
+
+
+@pytest.mark.parametrize("entries", ["none yet", "off the batch ends"])
+def test_time_index_offsets_not_found_in_the_log_as_the_tool_reports(broker, broker_topics,
+                                                                     capsys, tmp_path, entries):
+    """A time index entry names the last offset of a batch. An index with no
+    entry yet (preallocated zeros) reads as one entry naming the segment's
+    base offset; entries moved off the batch ends name offsets inside them.
+    Both are checked against the log beside the index on a copy of a closed
+    segment."""
+    log = next(f for f in partition_files(broker, "codec-none")
+               if f.endswith(".log") and not is_active(f))
+    stem = os.path.basename(log)[:-len(".log")]
+    for suffix in (".log", ".index", ".timeindex"):
+        shutil.copy(os.path.join(os.path.dirname(log), stem + suffix), tmp_path)
+    path = tmp_path / (stem + ".timeindex")
+    if entries == "none yet":
+        path.write_bytes(bytes(12 * 64))
+    else:
+        raw = bytearray(path.read_bytes())
+        assert len(raw) >= 24
+        for at in range(0, len(raw), 12):
+            struct.pack_into(">i", raw, at + 8, struct.unpack_from(">i", raw, at + 8)[0] - 1)
+        path.write_bytes(bytes(raw))
+    for options in ([], ["--verify-index-only"]):
+        java, ours = both(broker, capsys, [str(path)], *options)
+        assert ours.out.splitlines() == java.stdout.splitlines()
+        blocks = summary_blocks(java.stderr)
+        assert any(block[0] == f"The following indexed offsets are not found in :{path}"
+                   for block in blocks), java.stderr
+        assert summary_blocks(ours.err) == blocks
 
 
 @pytest.mark.parametrize("topic", ["codec-lz4", "transactions"])

@@ -154,6 +154,23 @@ def test_dump_index_checks(capsys, history_dir, tmp_path):
     assert err == [f"Ignoring unknown file {tmp_path / 'c-0' / 'x.unknown'}"]
 
 
+def test_dump_time_index_offsets_not_found_in_the_log(capsys, history_dir, tmp_path):
+    """An index with no entry yet (zeros) reads as one entry naming the base
+    offset; the batch holding it ends later, which the tool reports per file."""
+    directory, _ = history_dir
+    copy = tmp_path / "t-0"
+    shutil.copytree(directory, copy)
+    seg = PartitionLog(copy).segments[0]
+    first = next(iter(kcodec.read_batches(open(seg.log_path, "rb").read())))
+    assert first.last_offset > seg.base_offset
+    open(seg.time_index_path, "wb").write(bytes(12 * 8))
+    status, out, err = run(capsys, "dump", "--files", seg.time_index_path, "--verify-index-only")
+    assert status == 0 and out == [f"Dumping {seg.time_index_path}"]
+    assert err == [f"The following indexed offsets are not found in :"
+                   f"{os.path.abspath(seg.time_index_path)}",
+                   f"Indexed offset: {seg.base_offset}, found log offset: {first.last_offset}"]
+
+
 def test_dump_snapshot(capsys, tmp_path):
     from kcodec.log import encode_producer_snapshot
     path = tmp_path / f"{131:020d}.snapshot"

@@ -366,8 +366,8 @@ class Dumper:
             for index_ts, previous in pairs:
                 write(f"  Index timestamp: {index_ts}, Previously indexed timestamp: "
                       f"{previous}\n")
-        for pairs in self.time_errors["missing"].values():
-            write("The following indexed offsets are not found in the log.\n")
+        for name, pairs in self.time_errors["missing"].items():
+            write(f"The following indexed offsets are not found in :{name}\n")
             for indexed, found in pairs:
                 write(f"Indexed offset: {indexed}, found log offset: {found}\n")
         for name, following in self.non_consecutive.items():
