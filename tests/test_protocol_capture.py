@@ -4,6 +4,7 @@ real tcpdump capture of librdkafka talking to its mock cluster."""
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -265,8 +266,11 @@ def start_capture(tcpdump, out, address):
     """tcpdump on lo for the broker's port, returned once packets reach the
     file (probe connections until one is written). Immediate mode: without
     it, packets wait in the kernel ring for up to a second and those still
-    there at SIGINT are lost."""
-    command = [tcpdump, "--immediate-mode", "-U", "-n", "-i", "lo", "-w", str(out),
+    there at SIGINT are lost. A 64 MiB ring: each slot holds a whole loopback
+    packet (up to 64 KiB), so the default 2 MiB ring holds a few dozen, and
+    a burst while tcpdump waits for a CPU overflows it."""
+    command = [tcpdump, "--immediate-mode", "-U", "-B", "65536", "-n", "-i", "lo",
+               "-w", str(out),
                "tcp", "port", str(address[1])]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 15
@@ -281,13 +285,16 @@ def start_capture(tcpdump, out, address):
 
 
 def stop_capture(proc):
+    """Stops tcpdump; returns how many packets the kernel dropped (its summary)."""
     time.sleep(0.3)                      # let the last packets reach the file
     proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(timeout=15)
+        err = proc.communicate(timeout=15)[1].decode(errors="replace")
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
+        err = proc.communicate()[1].decode(errors="replace")
+    dropped = re.search(r"(\d+) packets? dropped by kernel", err)
+    return int(dropped.group(1)) if dropped else None
 
 
 def test_tcpdump_capture_of_librdkafka_traffic(tmp_path, tcpdump):
@@ -318,7 +325,8 @@ def test_tcpdump_capture_of_librdkafka_traffic(tmp_path, tcpdump):
             with Connection(cluster.host, cluster.port) as conn:
                 conn.fetch("captured", 0, 0, version=11)
         finally:
-            stop_capture(proc)
+            dropped = stop_capture(proc)
+        assert dropped == 0, f"tcpdump's kernel ring dropped {dropped} packets"
 
     result = run_cli("capture", pcap, "--port", cluster.port, "--out", tmp_path / "r.parquet")
     assert result.returncode == 0, result.stderr
