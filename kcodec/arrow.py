@@ -7,31 +7,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._core.columns import HEADER_LIST_TYPE, TIMESTAMP_TYPE, decode_columns, decode_record_set
+from ._core.columns import decode_columns, decode_record_set, record_schema
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from .records import _check_isolation, consumer_batches, overlaps, read_batches
 
-BATCH_FIELDS = [
-    pa.field("producerId", pa.int64()), pa.field("producerEpoch", pa.int16()),
-    pa.field("sequence", pa.int32()), pa.field("isTransactional", pa.bool_()),
-    pa.field("leaderEpoch", pa.int32()),
-]
+TOPIC_FIELD = pa.field("topic", pa.string())
+PARTITION_FIELD = pa.field("partition", pa.int32())
 
 
 @functools.lru_cache(maxsize=None)
 def schema(*, topic=False, partition=False, batch_columns=False, views=False):
-    """The schema decode() returns."""
-    binary = pa.binary_view() if views else pa.binary()
-    fields = [pa.field("key", binary), pa.field("value", binary)]
-    if topic:
-        fields.append(pa.field("topic", pa.string()))
-    if partition:
-        fields.append(pa.field("partition", pa.int32()))
-    fields += [pa.field("offset", pa.int64()), pa.field("timestamp", TIMESTAMP_TYPE),
-               pa.field("timestampType", pa.int32()), pa.field("headers", HEADER_LIST_TYPE)]
-    if batch_columns:
-        fields += BATCH_FIELDS
-    return pa.schema(fields)
+    """The schema decode() returns: the core's record batch, with topic and
+    partition after value when given."""
+    fields = list(record_schema(views, batch_columns))
+    return pa.schema(fields[:2] + [TOPIC_FIELD] * topic + [PARTITION_FIELD] * partition
+                     + fields[2:])
 
 
 def decode(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",
@@ -52,21 +42,20 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
         keep = None
         if start_offset is not None or end_offset is not None:
             keep = lambda batch: overlaps(batch, start_offset, end_offset)  # noqa: E731
-        columns = decode_record_set(read_batches(data, **options), keep, include_control,
-                                    batch_columns, views, start_offset, end_offset)
+        batch = decode_record_set(read_batches(data, **options), keep, include_control,
+                                  batch_columns, views, start_offset, end_offset)
     else:
         batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
                                    **options)
-        columns = decode_columns(batches, include_control, batch_columns, views)
-    rows = len(columns["offset"])
+        batch = decode_columns(batches, include_control, batch_columns, views)
+    table = pa.Table.from_batches([batch])
     if topic is not None:
-        columns["topic"] = pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(rows, np.int32)), pa.array([topic], pa.string())).cast(pa.string())
+        table = table.add_column(2, TOPIC_FIELD, pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(len(table), np.int32)), pa.array([topic], pa.string())
+        ).cast(pa.string()))
     if partition is not None:
-        columns["partition"] = pa.array(np.full(rows, partition, np.int32))
-    target = schema(topic=topic is not None, partition=partition is not None,
-                    batch_columns=batch_columns, views=views)
-    table = pa.Table.from_arrays([columns[name] for name in target.names], schema=target)
+        table = table.add_column(2 + (topic is not None), PARTITION_FIELD,
+                                 pa.array(np.full(len(table), partition, np.int32)))
     if start_offset is not None or end_offset is not None:
         table = _offsets_within(table, start_offset, end_offset)
     return table

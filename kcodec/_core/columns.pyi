@@ -1,4 +1,4 @@
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import pyarrow as pa
 
@@ -8,9 +8,12 @@ HEADER_TYPE: pa.StructType
 HEADER_LIST_TYPE: pa.ListType
 TIMESTAMP_TYPE: pa.TimestampType
 
+def record_schema(views: bool = False, batch_columns: bool = False,
+                  text_header_keys: bool = True) -> pa.Schema: ...
+
 def decode_columns(batches: Iterable[Batch], include_control: bool = False,
-                   batch_columns: bool = False, views: bool = False) -> Dict[str, pa.Array]: ...
+                   batch_columns: bool = False, views: bool = False) -> pa.RecordBatch: ...
 def decode_record_set(reader: BatchReader, keep: Optional[Callable[[Batch], bool]] = None,
                       include_control: bool = False, batch_columns: bool = False,
                       views: bool = False, start_offset: Optional[int] = None,
-                      end_offset: Optional[int] = None) -> Dict[str, pa.Array]: ...
+                      end_offset: Optional[int] = None) -> pa.RecordBatch: ...

@@ -20,7 +20,8 @@
 # whose data buffers are the input and the decompressed buffers themselves.
 cimport cython
 from libc.stdint cimport uintptr_t, uint8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport calloc, malloc, realloc, free
+from cpython.ref cimport PyObject
 from libc.string cimport memcpy, memset
 
 from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_u16, read_blob
@@ -29,6 +30,11 @@ from kcodec._core.records cimport (
     V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_record, raise_fault,
     read_v2_header, v2_records_end,
 )
+
+cdef extern from "Python.h":
+    void Py_IncRef(PyObject* o)
+    void Py_DecRef(PyObject* o)
+    int Py_IsInitialized() nogil
 
 import pyarrow as pa
 
@@ -502,6 +508,154 @@ cdef class ColumnMemory:
             give_back(self.memory, self.capacity)
 
 
+
+# Arrow's C data interface (arrow.apache.org/docs/format/CDataInterface.html):
+# the columns go to Arrow as one struct array whose buffers are the column
+# memory, imported with a schema in one call.
+cdef struct ArrowArray:
+    int64_t length
+    int64_t null_count
+    int64_t offset
+    int64_t n_buffers
+    int64_t n_children
+    const void** buffers
+    ArrowArray** children
+    ArrowArray* dictionary
+    void (*release)(ArrowArray*) noexcept nogil
+    void* private_data
+
+cdef enum:
+    MAX_COLUMNS = 11
+    MAX_ARRAYS = 1 + MAX_COLUMNS + 3     # the batch, its columns, headers' structs and fields
+    MAX_BUFFERS = 3 * MAX_ARRAYS
+
+cdef struct Export:          # one record batch's arrays, freed by its release
+    ArrowArray arrays[MAX_ARRAYS]
+    ArrowArray* children[MAX_ARRAYS]
+    int n_arrays, n_children, n_buffers
+    const void** buffers     # every array's buffer pointers, in turn
+    int64_t* view_sizes      # views: the sizes of their data buffers
+    PyObject* owner          # what keeps the memory: ColumnMemory and views' buffers
+
+
+cdef void release_nothing(ArrowArray* a) noexcept nogil:
+    a.release = NULL             # a child: its memory goes with the batch's
+
+
+cdef void release_export(ArrowArray* a) noexcept nogil:
+    cdef Export* e = <Export*>a.private_data
+    if Py_IsInitialized():
+        with gil:
+            Py_DecRef(e.owner)
+    free(e.buffers)
+    free(e.view_sizes)
+    free(e)
+    a.release = NULL
+
+
+cdef Export* new_export(Py_ssize_t rows, int n_views, owner) except NULL:
+    """The record batch's struct array, with room for its arrays (and two
+    views columns on n_views data buffers); `owner` is kept until Arrow
+    releases the batch."""
+    cdef Export* e = <Export*>calloc(1, sizeof(Export))
+    if e == NULL:
+        raise MemoryError()
+    e.buffers = <const void**>calloc(MAX_BUFFERS + 2 * (n_views + 1), sizeof(void*))
+    e.view_sizes = <int64_t*>calloc(n_views + 1, sizeof(int64_t))
+    if e.buffers == NULL or e.view_sizes == NULL:
+        free(e.buffers)
+        free(e.view_sizes)
+        free(e)
+        raise MemoryError()
+    new_array(e, rows, 0, NULL, NULL, NULL, 1, MAX_COLUMNS)
+    e.owner = <PyObject*>owner
+    Py_IncRef(e.owner)
+    e.arrays[0].release = release_export
+    e.arrays[0].private_data = e
+    return e
+
+
+cdef ArrowArray* new_array(Export* e, int64_t length, int64_t null_count, const void* validity,
+                           const void* b1, const void* b2, int n_buffers,
+                           int max_children=0) noexcept:
+    """An array of `length` in e: its validity (NULL without nulls) and up to
+    two more buffers (a views column's data buffers are set by its caller)."""
+    cdef ArrowArray* a = &e.arrays[e.n_arrays]
+    e.n_arrays += 1
+    a.length = length
+    a.null_count = null_count
+    a.offset = 0
+    a.n_buffers = n_buffers
+    a.buffers = e.buffers + e.n_buffers
+    e.n_buffers += n_buffers
+    a.buffers[0] = validity if null_count else NULL
+    if n_buffers > 1:
+        a.buffers[1] = b1
+    if n_buffers > 2:
+        a.buffers[2] = b2
+    a.n_children = 0
+    a.children = e.children + e.n_children
+    e.n_children += max_children
+    a.dictionary = NULL
+    a.release = release_nothing
+    a.private_data = NULL
+    return a
+
+
+cdef inline ArrowArray* add_child(ArrowArray* parent, ArrowArray* child) noexcept:
+    parent.children[parent.n_children] = child
+    parent.n_children += 1
+    return child
+
+
+cdef inline ArrowArray* column(Export* e, ArrowArray* child) noexcept:
+    return add_child(&e.arrays[0], child)
+
+
+cdef object import_batch(Export* e, schema):
+    """Arrow's RecordBatch of e (which Arrow then owns, and releases)."""
+    cdef ArrowArray* batch = &e.arrays[0]
+    try:
+        return pa.RecordBatch._import_from_c(<uintptr_t>batch, schema)
+    finally:
+        if batch.release != NULL:        # not taken by Arrow
+            batch.release(batch)
+
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+HEADER_LIST_TYPE = pa.list_(HEADER_TYPE)
+BINARY_KEY_HEADER_LIST_TYPE = pa.list_(
+    pa.struct([pa.field("key", pa.binary()), pa.field("value", pa.binary())]))
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+BATCH_FIELDS = (
+    pa.field("producerId", pa.int64()), pa.field("producerEpoch", pa.int16()),
+    pa.field("sequence", pa.int32()), pa.field("isTransactional", pa.bool_()),
+    pa.field("leaderEpoch", pa.int32()),
+)
+HEADERS_COLUMN = 5
+cdef dict SCHEMAS = {}
+
+
+def record_schema(bint views=False, bint batch_columns=False, bint text_header_keys=True):
+    """The fields of the record batches the core builds, in the order of its
+    buffers: key, value, offset, timestamp, timestampType, headers, and with
+    batch_columns the batch's producer fields (decode adds topic and
+    partition after value). Header keys are binary until decoded as text."""
+    cache_key = (views, batch_columns, text_header_keys)
+    schema = SCHEMAS.get(cache_key)
+    if schema is None:
+        binary = pa.binary_view() if views else pa.binary()
+        fields = [pa.field("key", binary), pa.field("value", binary),
+                  pa.field("offset", pa.int64()), pa.field("timestamp", TIMESTAMP_TYPE),
+                  pa.field("timestampType", pa.int32()),
+                  pa.field("headers", HEADER_LIST_TYPE if text_header_keys
+                           else BINARY_KEY_HEADER_LIST_TYPE)]
+        if batch_columns:
+            fields += BATCH_FIELDS
+        schema = SCHEMAS[cache_key] = pa.schema(fields)
+    return schema
+
+
 @cython.final
 cdef class Collector:
     """The columns of one decode, filled batch by batch."""
@@ -702,18 +856,24 @@ cdef class Collector:
             if st != 2:
                 pos[0] = b.consumed
 
-    cdef dict columns(self):
+    cdef object record_batch(self):
+        """The columns as one pyarrow.RecordBatch (record_schema's fields),
+        handed to Arrow through its C data interface: one import, no
+        per-column Python objects; the table keeps the column memory."""
         cdef Py_ssize_t rows = self.o.used[PER_ROW], nh = self.o.used[PER_HEADER]
         cdef Py_ssize_t size, k
-        cdef int i
+        cdef int i, j, nulls, n_views = len(self.buffers) if self.views else 0
+        cdef const void* valid
         cdef ColumnMemory m
         cdef uint8_t* shrunk
-        buffers = {}
+        cdef const void* mem[N_BUFFERS]
+        cdef Export* e
+        cdef ArrowArray* a
+        cdef ArrowArray* headers
         for i in range(N_BUFFERS):
-            # Arrow takes no validity without nulls, and no header buffers without headers.
-            if (not self.o.enabled[i] or NULLS_IN[i] >= 0 and not self.o.nulls[NULLS_IN[i]]
-                    or nh == 0 and UNIT[i] in (PER_HEADER, HEADER_KEY_BYTES,
-                                               HEADER_VALUE_BYTES)):
+            mem[i] = NULL
+            # Arrow takes no validity without nulls.
+            if not self.o.enabled[i] or NULLS_IN[i] >= 0 and not self.o.nulls[NULLS_IN[i]]:
                 continue
             size = buffer_bytes(i, self.o.used[UNIT[i]])
             m = self.memory[i]
@@ -725,18 +885,43 @@ cdef class Collector:
                 if shrunk != NULL:
                     m.memory = shrunk
                     m.capacity = max(size, 1)
-            buffers[BUFFER_NAMES[i]] = pa.foreign_buffer(<uintptr_t>m.memory, size, m)
-        nulls = {"timestamp": self.o.nulls[NULL_TIMESTAMPS], "key": self.o.nulls[NULL_KEYS],
-                 "value": self.o.nulls[NULL_VALUES], "headers": self.o.nulls[NULL_HEADERS],
-                 "header_value": self.o.nulls[NULL_HEADER_VALUES]}
-        return _assemble(buffers, rows, nh, nulls, self.o.header_keys_ascii,
-                         self.o.enabled[B_PRODUCER_ID], self.buffers if self.views else None)
-
-
-HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-HEADER_LIST_TYPE = pa.list_(HEADER_TYPE)
-NO_HEADER_STRUCTS = pa.array([], HEADER_TYPE)
-TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+            mem[i] = m.memory
+        schema = record_schema(self.views, self.o.enabled[B_PRODUCER_ID],
+                               self.o.header_keys_ascii)
+        e = new_export(rows, n_views, (self.memory, self.buffers))
+        for j in range(n_views):
+            e.view_sizes[j] = self.buffers[j].size
+        for i in range(2):                                 # key, value
+            nulls = NULL_KEYS if i == 0 else NULL_VALUES
+            valid = mem[B_KEY_NULLS] if i == 0 else mem[B_VALUE_NULLS]
+            if self.views:
+                a = column(e, new_array(e, rows, self.o.nulls[nulls], valid,
+                                        mem[B_KEY_VIEWS if i == 0 else B_VALUE_VIEWS], NULL,
+                                        2 + n_views + 1))
+                for j in range(n_views):
+                    a.buffers[2 + j] = <const void*><uintptr_t>self.buffers[j].address
+                a.buffers[2 + n_views] = e.view_sizes
+            else:
+                j = B_KEY_OFFSETS if i == 0 else B_VALUE_OFFSETS
+                column(e, new_array(e, rows, self.o.nulls[nulls], valid, mem[j], mem[j + 1], 3))
+        column(e, new_array(e, rows, 0, NULL, mem[B_OFFSET], NULL, 2))
+        column(e, new_array(e, rows, self.o.nulls[NULL_TIMESTAMPS], mem[B_TIMESTAMP_NULLS],
+                            mem[B_TIMESTAMP], NULL, 2))
+        column(e, new_array(e, rows, 0, NULL, mem[B_TIMESTAMP_TYPE], NULL, 2))
+        headers = column(e, new_array(e, rows, self.o.nulls[NULL_HEADERS], mem[B_HEADERS_VALID],
+                                      mem[B_HEADER_LIST_OFFSETS], NULL, 2, 1))
+        a = add_child(headers, new_array(e, nh, 0, NULL, NULL, NULL, 1, 2))     # the structs
+        add_child(a, new_array(e, nh, 0, NULL, mem[B_HEADER_KEY_OFFSETS], mem[B_HEADER_KEY_DATA],
+                               3))
+        add_child(a, new_array(e, nh, self.o.nulls[NULL_HEADER_VALUES], mem[B_HEADER_VALUE_NULLS],
+                               mem[B_HEADER_VALUE_OFFSETS], mem[B_HEADER_VALUE_DATA], 3))
+        if self.o.enabled[B_PRODUCER_ID]:
+            for i in range(B_PRODUCER_ID, N_BUFFERS):
+                column(e, new_array(e, rows, 0, NULL, mem[i], NULL, 2))
+        batch = import_batch(e, schema)
+        if not self.o.header_keys_ascii:
+            batch = _header_keys_as_text(batch)
+        return batch
 
 
 cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict current,
@@ -826,15 +1011,15 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
 
 def decode_columns(batches, bint include_control=False, bint batch_columns=False,
                    bint views=False):
-    """Decode every record of `batches` (kcodec Batch objects) into a dict of
-    Arrow arrays named as decode()'s schema. With `views`, key and value are
+    """Decode every record of `batches` (kcodec Batch objects) into a
+    pyarrow.RecordBatch of record_schema. With `views`, key and value are
     binary_view arrays pointing into the input and decompressed buffers, which
     they keep alive."""
     cdef Collector c = Collector(include_control, views, batch_columns, 0)
     cdef Batch batch
     for batch in batches:
         c.add_batch(batch, 0)
-    return c.columns()
+    return c.record_batch()
 
 
 def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
@@ -862,58 +1047,21 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
             break
         if keep is None or keep(batch):
             c.add_batch(batch, batch.position + batch.size)
-    return c.columns()
+    return c.record_batch()
 
 
-cdef _validity(dict buffers, name, Py_ssize_t nulls):
-    return buffers[name] if nulls else None
-
-
-cdef _header_structs(dict cols, Py_ssize_t nh, dict nulls, bint header_keys_ascii):
-    B = cols.__getitem__
-    header_keys = pa.Array.from_buffers(
-        pa.string() if header_keys_ascii else pa.binary(), nh,
-        [None, B("header_key_offsets"), B("header_key_data")], 0)
-    if not header_keys_ascii:   # Java decodes header keys as UTF-8, replacing what is not
-        header_keys = pa.array([k.decode("utf-8", "replace") for k in header_keys.to_pylist()],
-                               pa.string())
-    header_values = pa.Array.from_buffers(
-        pa.binary(), nh, [_validity(cols, "header_value_valid", nulls["header_value"]),
-                          B("header_value_offsets"), B("header_value_data")],
-        nulls["header_value"])
-    return pa.Array.from_buffers(HEADER_TYPE, nh, [None], 0,
-                                 children=[header_keys, header_values])
-
-
-cdef _assemble(dict cols, Py_ssize_t rows, Py_ssize_t nh, dict nulls, bint header_keys_ascii,
-               bint batch_columns, list buffers):
-    B = cols.__getitem__
-    structs = NO_HEADER_STRUCTS if nh == 0 else _header_structs(cols, nh, nulls,
-                                                                header_keys_ascii)
-    headers = pa.Array.from_buffers(
-        HEADER_LIST_TYPE, rows,
-        [_validity(cols, "headers_valid", nulls["headers"]), B("header_list_offsets")],
-        nulls["headers"], children=[structs])
-    out = {}
-    for name in ("key", "value"):
-        validity = _validity(cols, name + "_valid", nulls[name])
-        if buffers is None:
-            out[name] = pa.Array.from_buffers(
-                pa.binary(), rows, [validity, B(name + "_offsets"), B(name + "_data")],
-                nulls[name])
-        else:
-            out[name] = pa.Array.from_buffers(
-                pa.binary_view(), rows, [validity, B(name + "_views"), *buffers], nulls[name])
-    out["offset"] = pa.Array.from_buffers(pa.int64(), rows, [None, B("offset")], 0)
-    out["timestamp"] = pa.Array.from_buffers(
-        TIMESTAMP_TYPE, rows,
-        [_validity(cols, "timestamp_valid", nulls["timestamp"]), B("timestamp")],
-        nulls["timestamp"])
-    out["timestampType"] = pa.Array.from_buffers(pa.int32(), rows, [None, B("timestampType")], 0)
-    out["headers"] = headers
-    if batch_columns:
-        for name, arrow_type in (("producerId", pa.int64()), ("producerEpoch", pa.int16()),
-                                 ("sequence", pa.int32()), ("isTransactional", pa.bool_()),
-                                 ("leaderEpoch", pa.int32())):
-            out[name] = pa.Array.from_buffers(arrow_type, rows, [None, B(name)], 0)
-    return out
+cdef _header_keys_as_text(batch):
+    """Java decodes header keys as UTF-8, replacing what is not; the rare
+    batch whose keys are not all ASCII comes with binary keys, decoded here."""
+    columns = batch.columns
+    headers = columns[HEADERS_COLUMN]
+    structs = headers.values
+    keys = pa.array([k.decode("utf-8", "replace") for k in structs.field("key").to_pylist()],
+                    pa.string())
+    structs = pa.Array.from_buffers(HEADER_TYPE, len(structs), [None], 0,
+                                    children=[keys, structs.field("value")])
+    columns[HEADERS_COLUMN] = pa.Array.from_buffers(
+        HEADER_LIST_TYPE, len(headers), headers.buffers()[:2], headers.null_count,
+        children=[structs])
+    return pa.RecordBatch.from_arrays(
+        columns, schema=batch.schema.set(HEADERS_COLUMN, pa.field("headers", HEADER_LIST_TYPE)))
