@@ -125,6 +125,34 @@ def test_floor_decompress(benchmark, record_rate, bench_workload):
     record_rate(benchmark, "decode to Arrow", wl.name, "floor decompress", wl.count)
 
 
+SMALL_SETS = [1, 10, 200]
+
+
+@pytest.fixture(scope="module")
+def small_sets():
+    records = bench.make_records(max(SMALL_SETS))
+    return {n: (kcodec.encode(records[:n]), bench.content_digest(records[:n]))
+            for n in SMALL_SETS}
+
+
+@pytest.mark.parametrize("records", SMALL_SETS)
+@pytest.mark.parametrize("impl", ["kcodec.decode", "aiokafka"])
+def test_decode_small_record_set(benchmark, record_rate, peers, small_sets, records, impl):
+    """A decode's fixed cost: one batch of a few records, as a UDF called per
+    record set or a small mapInArrow chunk meets it."""
+    data, digest = small_sets[records]
+    if impl == "aiokafka":
+        mr = _aiokafka(peers)["MemoryRecords"]
+        assert bench.content_digest(bench.memory_records_rows(mr(data))) == digest
+        decode = bench.aiokafka_decode
+    else:
+        assert bench.table_digest(kcodec.decode(data)) == digest
+        decode = bench.kcodec_decode_arrow
+    benchmark.group = f"decode a record set of {records}"
+    assert benchmark(decode, data) == records
+    record_rate(benchmark, "decode a small record set", f"{records} records", impl, records)
+
+
 @pytest.mark.parametrize("workload_id", MATRIX)
 def test_encode_arrow(benchmark, record_rate, bench_workload):
     """kcodec.encode(table) from the table kcodec.decode gives, same codec and batch size."""
