@@ -20,8 +20,8 @@ def schema(*, topic=False, partition=False, batch_columns=False, views=False):
     """The schema decode() returns: the core's record batch, with topic and
     partition after value when given."""
     fields = list(record_schema(views, batch_columns))
-    return pa.schema(fields[:2] + [TOPIC_FIELD] * topic + [PARTITION_FIELD] * partition
-                     + fields[2:])
+    extra = ([TOPIC_FIELD] if topic else []) + ([PARTITION_FIELD] if partition else [])
+    return pa.schema(fields[:2] + extra + fields[2:])
 
 
 def decode(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",
@@ -42,13 +42,12 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
         keep = None
         if start_offset is not None or end_offset is not None:
             keep = lambda batch: overlaps(batch, start_offset, end_offset)  # noqa: E731
-        batch = decode_record_set(read_batches(data, **options), keep, include_control,
+        table = decode_record_set(read_batches(data, **options), keep, include_control,
                                   batch_columns, views, start_offset, end_offset)
     else:
         batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
                                    **options)
-        batch = decode_columns(batches, include_control, batch_columns, views)
-    table = pa.Table.from_batches([batch])
+        table = decode_columns(batches, include_control, batch_columns, views)
     if topic is not None:
         table = table.add_column(2, TOPIC_FIELD, pa.DictionaryArray.from_arrays(
             pa.array(np.zeros(len(table), np.int32)), pa.array([topic], pa.string())

@@ -510,8 +510,9 @@ cdef class ColumnMemory:
 
 
 # Arrow's C data interface (arrow.apache.org/docs/format/CDataInterface.html):
-# the columns go to Arrow as one struct array whose buffers are the column
-# memory, imported with a schema in one call.
+# each column goes to Arrow as one import whose buffers are the column
+# memory; its release lets go of that column's memory only, so a column
+# kept alone does not keep the others.
 cdef struct ArrowArray:
     int64_t length
     int64_t null_count
@@ -525,21 +526,20 @@ cdef struct ArrowArray:
     void* private_data
 
 cdef enum:
-    MAX_COLUMNS = 11
-    MAX_ARRAYS = 1 + MAX_COLUMNS + 3     # the batch, its columns, headers' structs and fields
+    MAX_ARRAYS = 4           # a column; headers: its list, structs, keys and values
     MAX_BUFFERS = 3 * MAX_ARRAYS
 
-cdef struct Export:          # one record batch's arrays, freed by its release
+cdef struct Export:          # one column's arrays, freed by its release
     ArrowArray arrays[MAX_ARRAYS]
     ArrowArray* children[MAX_ARRAYS]
     int n_arrays, n_children, n_buffers
     const void** buffers     # every array's buffer pointers, in turn
     int64_t* view_sizes      # views: the sizes of their data buffers
-    PyObject* owner          # what keeps the memory: ColumnMemory and views' buffers
+    PyObject* owner          # what keeps the memory: ColumnMemory, views' data buffers
 
 
 cdef void release_nothing(ArrowArray* a) noexcept nogil:
-    a.release = NULL             # a child: its memory goes with the batch's
+    a.release = NULL             # a child: its memory goes with its column's
 
 
 cdef void release_export(ArrowArray* a) noexcept nogil:
@@ -553,25 +553,21 @@ cdef void release_export(ArrowArray* a) noexcept nogil:
     a.release = NULL
 
 
-cdef Export* new_export(Py_ssize_t rows, int n_views, owner) except NULL:
-    """The record batch's struct array, with room for its arrays (and two
-    views columns on n_views data buffers); `owner` is kept until Arrow
-    releases the batch."""
+cdef Export* new_export(int n_views, owner) except NULL:
+    """Room for a column's arrays (a views column: on n_views data buffers);
+    `owner` is kept until Arrow releases the column."""
     cdef Export* e = <Export*>calloc(1, sizeof(Export))
     if e == NULL:
         raise MemoryError()
-    e.buffers = <const void**>calloc(MAX_BUFFERS + 2 * (n_views + 1), sizeof(void*))
+    e.buffers = <const void**>calloc(MAX_BUFFERS + n_views + 1, sizeof(void*))
     e.view_sizes = <int64_t*>calloc(n_views + 1, sizeof(int64_t))
     if e.buffers == NULL or e.view_sizes == NULL:
         free(e.buffers)
         free(e.view_sizes)
         free(e)
         raise MemoryError()
-    new_array(e, rows, 0, NULL, NULL, NULL, 1, MAX_COLUMNS)
     e.owner = <PyObject*>owner
     Py_IncRef(e.owner)
-    e.arrays[0].release = release_export
-    e.arrays[0].private_data = e
     return e
 
 
@@ -597,8 +593,8 @@ cdef ArrowArray* new_array(Export* e, int64_t length, int64_t null_count, const 
     a.children = e.children + e.n_children
     e.n_children += max_children
     a.dictionary = NULL
-    a.release = release_nothing
-    a.private_data = NULL
+    a.release = release_export if a == e.arrays else release_nothing
+    a.private_data = e if a == e.arrays else NULL
     return a
 
 
@@ -608,18 +604,17 @@ cdef inline ArrowArray* add_child(ArrowArray* parent, ArrowArray* child) noexcep
     return child
 
 
-cdef inline ArrowArray* column(Export* e, ArrowArray* child) noexcept:
-    return add_child(&e.arrays[0], child)
+IMPORT_ARRAY = pa.Array._import_from_c
 
 
-cdef object import_batch(Export* e, schema):
-    """Arrow's RecordBatch of e (which Arrow then owns, and releases)."""
-    cdef ArrowArray* batch = &e.arrays[0]
+cdef object import_column(Export* e, arrow_type):
+    """Arrow's array of e's first array (which Arrow then owns, and releases)."""
+    cdef ArrowArray* column = &e.arrays[0]
     try:
-        return pa.RecordBatch._import_from_c(<uintptr_t>batch, schema)
+        return IMPORT_ARRAY(<uintptr_t>column, arrow_type)
     finally:
-        if batch.release != NULL:        # not taken by Arrow
-            batch.release(batch)
+        if column.release != NULL:       # not taken by Arrow
+            column.release(column)
 
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
@@ -632,24 +627,21 @@ BATCH_FIELDS = (
     pa.field("sequence", pa.int32()), pa.field("isTransactional", pa.bool_()),
     pa.field("leaderEpoch", pa.int32()),
 )
-HEADERS_COLUMN = 5
 cdef dict SCHEMAS = {}
 
 
-def record_schema(bint views=False, bint batch_columns=False, bint text_header_keys=True):
-    """The fields of the record batches the core builds, in the order of its
-    buffers: key, value, offset, timestamp, timestampType, headers, and with
-    batch_columns the batch's producer fields (decode adds topic and
-    partition after value). Header keys are binary until decoded as text."""
-    cache_key = (views, batch_columns, text_header_keys)
+def record_schema(bint views=False, bint batch_columns=False):
+    """The columns the core builds: key, value, offset, timestamp,
+    timestampType, headers, and with batch_columns the batch's producer
+    fields (decode adds topic and partition after value)."""
+    cache_key = (views, batch_columns)
     schema = SCHEMAS.get(cache_key)
     if schema is None:
         binary = pa.binary_view() if views else pa.binary()
         fields = [pa.field("key", binary), pa.field("value", binary),
                   pa.field("offset", pa.int64()), pa.field("timestamp", TIMESTAMP_TYPE),
                   pa.field("timestampType", pa.int32()),
-                  pa.field("headers", HEADER_LIST_TYPE if text_header_keys
-                           else BINARY_KEY_HEADER_LIST_TYPE)]
+                  pa.field("headers", HEADER_LIST_TYPE)]
         if batch_columns:
             fields += BATCH_FIELDS
         schema = SCHEMAS[cache_key] = pa.schema(fields)
@@ -856,20 +848,18 @@ cdef class Collector:
             if st != 2:
                 pos[0] = b.consumed
 
-    cdef object record_batch(self):
-        """The columns as one pyarrow.RecordBatch (record_schema's fields),
-        handed to Arrow through its C data interface: one import, no
-        per-column Python objects; the table keeps the column memory."""
+    cdef object table(self):
+        """The columns as a pyarrow.Table of record_schema, each column's
+        memory handed to Arrow without a copy (see import_column)."""
         cdef Py_ssize_t rows = self.o.used[PER_ROW], nh = self.o.used[PER_HEADER]
         cdef Py_ssize_t size, k
-        cdef int i, j, nulls, n_views = len(self.buffers) if self.views else 0
-        cdef const void* valid
+        cdef int i, j, n_views = len(self.buffers) if self.views else 0
+        cdef int nulls, valid, view_buffer, offsets
         cdef ColumnMemory m
         cdef uint8_t* shrunk
         cdef const void* mem[N_BUFFERS]
         cdef Export* e
         cdef ArrowArray* a
-        cdef ArrowArray* headers
         for i in range(N_BUFFERS):
             mem[i] = NULL
             # Arrow takes no validity without nulls.
@@ -886,42 +876,55 @@ cdef class Collector:
                     m.memory = shrunk
                     m.capacity = max(size, 1)
             mem[i] = m.memory
-        schema = record_schema(self.views, self.o.enabled[B_PRODUCER_ID],
-                               self.o.header_keys_ascii)
-        e = new_export(rows, n_views, (self.memory, self.buffers))
-        for j in range(n_views):
-            e.view_sizes[j] = self.buffers[j].size
-        for i in range(2):                                 # key, value
-            nulls = NULL_KEYS if i == 0 else NULL_VALUES
-            valid = mem[B_KEY_NULLS] if i == 0 else mem[B_VALUE_NULLS]
+        schema = record_schema(self.views, self.o.enabled[B_PRODUCER_ID])
+        types = schema.types
+        columns = []
+        for i, nulls, valid, view_buffer, offsets in (
+                (0, NULL_KEYS, B_KEY_NULLS, B_KEY_VIEWS, B_KEY_OFFSETS),
+                (1, NULL_VALUES, B_VALUE_NULLS, B_VALUE_VIEWS, B_VALUE_OFFSETS)):
             if self.views:
-                a = column(e, new_array(e, rows, self.o.nulls[nulls], valid,
-                                        mem[B_KEY_VIEWS if i == 0 else B_VALUE_VIEWS], NULL,
-                                        2 + n_views + 1))
+                e = self.new_column((valid, view_buffer), n_views)
+                a = new_array(e, rows, self.o.nulls[nulls], mem[valid], mem[view_buffer], NULL,
+                              2 + n_views + 1)
                 for j in range(n_views):
                     a.buffers[2 + j] = <const void*><uintptr_t>self.buffers[j].address
+                    e.view_sizes[j] = self.buffers[j].size
                 a.buffers[2 + n_views] = e.view_sizes
             else:
-                j = B_KEY_OFFSETS if i == 0 else B_VALUE_OFFSETS
-                column(e, new_array(e, rows, self.o.nulls[nulls], valid, mem[j], mem[j + 1], 3))
-        column(e, new_array(e, rows, 0, NULL, mem[B_OFFSET], NULL, 2))
-        column(e, new_array(e, rows, self.o.nulls[NULL_TIMESTAMPS], mem[B_TIMESTAMP_NULLS],
-                            mem[B_TIMESTAMP], NULL, 2))
-        column(e, new_array(e, rows, 0, NULL, mem[B_TIMESTAMP_TYPE], NULL, 2))
-        headers = column(e, new_array(e, rows, self.o.nulls[NULL_HEADERS], mem[B_HEADERS_VALID],
-                                      mem[B_HEADER_LIST_OFFSETS], NULL, 2, 1))
-        a = add_child(headers, new_array(e, nh, 0, NULL, NULL, NULL, 1, 2))     # the structs
+                e = self.new_column((valid, offsets, offsets + 1))
+                new_array(e, rows, self.o.nulls[nulls], mem[valid], mem[offsets],
+                          mem[offsets + 1], 3)
+            columns.append(import_column(e, types[i]))
+        for i, valid in ((B_OFFSET, B_OFFSET), (B_TIMESTAMP, B_TIMESTAMP_NULLS),
+                         (B_TIMESTAMP_TYPE, B_TIMESTAMP_TYPE)):
+            e = self.new_column((i, valid))
+            new_array(e, rows, self.o.nulls[NULL_TIMESTAMPS] if i == B_TIMESTAMP else 0,
+                      mem[valid], mem[i], NULL, 2)
+            columns.append(import_column(e, types[len(columns)]))
+        e = self.new_column(tuple(range(B_HEADER_LIST_OFFSETS, B_HEADER_VALUE_NULLS + 1)))
+        a = new_array(e, rows, self.o.nulls[NULL_HEADERS], mem[B_HEADERS_VALID],
+                      mem[B_HEADER_LIST_OFFSETS], NULL, 2, 1)
+        a = add_child(a, new_array(e, nh, 0, NULL, NULL, NULL, 1, 2))     # the structs
         add_child(a, new_array(e, nh, 0, NULL, mem[B_HEADER_KEY_OFFSETS], mem[B_HEADER_KEY_DATA],
                                3))
         add_child(a, new_array(e, nh, self.o.nulls[NULL_HEADER_VALUES], mem[B_HEADER_VALUE_NULLS],
                                mem[B_HEADER_VALUE_OFFSETS], mem[B_HEADER_VALUE_DATA], 3))
+        if self.o.header_keys_ascii:
+            columns.append(import_column(e, HEADER_LIST_TYPE))
+        else:
+            columns.append(_header_keys_as_text(import_column(e, BINARY_KEY_HEADER_LIST_TYPE)))
         if self.o.enabled[B_PRODUCER_ID]:
             for i in range(B_PRODUCER_ID, N_BUFFERS):
-                column(e, new_array(e, rows, 0, NULL, mem[i], NULL, 2))
-        batch = import_batch(e, schema)
-        if not self.o.header_keys_ascii:
-            batch = _header_keys_as_text(batch)
-        return batch
+                e = self.new_column((i,))
+                new_array(e, rows, 0, NULL, mem[i], NULL, 2)
+                columns.append(import_column(e, types[len(columns)]))
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    cdef Export* new_column(self, tuple buffers, int n_views=0) except NULL:
+        """An export kept by the memory of `buffers` (and the views' data buffers)."""
+        memory = self.memory
+        owner = tuple([memory[i] for i in buffers])
+        return new_export(n_views, (owner, tuple(self.buffers)) if n_views else owner)
 
 
 cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict current,
@@ -1012,14 +1015,14 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
 def decode_columns(batches, bint include_control=False, bint batch_columns=False,
                    bint views=False):
     """Decode every record of `batches` (kcodec Batch objects) into a
-    pyarrow.RecordBatch of record_schema. With `views`, key and value are
+    pyarrow.Table of record_schema. With `views`, key and value are
     binary_view arrays pointing into the input and decompressed buffers, which
     they keep alive."""
     cdef Collector c = Collector(include_control, views, batch_columns, 0)
     cdef Batch batch
     for batch in batches:
         c.add_batch(batch, 0)
-    return c.record_batch()
+    return c.table()
 
 
 def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
@@ -1047,21 +1050,16 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
             break
         if keep is None or keep(batch):
             c.add_batch(batch, batch.position + batch.size)
-    return c.record_batch()
+    return c.table()
 
 
-cdef _header_keys_as_text(batch):
+cdef _header_keys_as_text(headers):
     """Java decodes header keys as UTF-8, replacing what is not; the rare
-    batch whose keys are not all ASCII comes with binary keys, decoded here."""
-    columns = batch.columns
-    headers = columns[HEADERS_COLUMN]
+    column whose keys are not all ASCII comes with binary keys, decoded here."""
     structs = headers.values
     keys = pa.array([k.decode("utf-8", "replace") for k in structs.field("key").to_pylist()],
                     pa.string())
     structs = pa.Array.from_buffers(HEADER_TYPE, len(structs), [None], 0,
                                     children=[keys, structs.field("value")])
-    columns[HEADERS_COLUMN] = pa.Array.from_buffers(
-        HEADER_LIST_TYPE, len(headers), headers.buffers()[:2], headers.null_count,
-        children=[structs])
-    return pa.RecordBatch.from_arrays(
-        columns, schema=batch.schema.set(HEADERS_COLUMN, pa.field("headers", HEADER_LIST_TYPE)))
+    return pa.Array.from_buffers(HEADER_LIST_TYPE, len(headers), headers.buffers()[:2],
+                                 headers.null_count, children=[structs])
