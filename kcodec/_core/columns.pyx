@@ -45,7 +45,12 @@ cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
 cdef double MAX_EXPANSION = 16     # of compressed input, when extrapolating growth
 
 
-# The column buffers, in the order of BUFFER_NAMES.
+# The column buffers. Their order is relied on: a binary column's data
+# follows its offsets, and the buffers of headers and of the batch columns
+# are contiguous.
+# Bitmaps are filled with their bits set only where that is rare: the
+# validity of headers, and for the other columns the nulls, inverted into
+# validity (see INVERTED) when handed to Arrow, so most records set no bit.
 cdef enum:
     B_OFFSET, B_TIMESTAMP, B_TIMESTAMP_NULLS, B_TIMESTAMP_TYPE, B_KEY_NULLS, B_VALUE_NULLS,
     B_KEY_OFFSETS, B_KEY_DATA, B_VALUE_OFFSETS, B_VALUE_DATA, B_KEY_VIEWS, B_VALUE_VIEWS,
@@ -53,17 +58,6 @@ cdef enum:
     B_HEADER_VALUE_OFFSETS, B_HEADER_VALUE_DATA, B_HEADER_VALUE_NULLS,
     B_PRODUCER_ID, B_PRODUCER_EPOCH, B_SEQUENCE, B_TRANSACTIONAL, B_LEADER_EPOCH,
     N_BUFFERS
-
-# Bitmaps are filled with their bits set only where that is rare: the
-# validity of headers, and for the other columns the nulls, inverted into
-# validity (see INVERTED) when handed to Arrow, so most records set no bit.
-BUFFER_NAMES = (
-    "offset", "timestamp", "timestamp_valid", "timestampType", "key_valid", "value_valid",
-    "key_offsets", "key_data", "value_offsets", "value_data", "key_views", "value_views",
-    "header_list_offsets", "headers_valid", "header_key_offsets", "header_key_data",
-    "header_value_offsets", "header_value_data", "header_value_valid",
-    "producerId", "producerEpoch", "sequence", "isTransactional", "leaderEpoch",
-)
 
 # What a buffer's size follows: rows, headers, or the bytes of one binary column.
 cdef enum:          # Unit
@@ -506,7 +500,6 @@ cdef class ColumnMemory:
     def __dealloc__(self):
         if self.memory != NULL:
             give_back(self.memory, self.capacity)
-
 
 
 # Arrow's C data interface (arrow.apache.org/docs/format/CDataInterface.html):
