@@ -368,10 +368,13 @@ class _Decoder(_Generator):
             inner = self.length(indent, compact, True, nullable, end, target)
             self.emit(inner, f"if n > {end} - pos:")
             self.emit(inner + 1, f"raise _short(n, pos, {end})")
-            self.emit(inner, "try:")
-            self.emit(inner + 1, f"{target} = str(buf[pos:pos + n], 'utf-8')")
-            self.emit(inner, "except UnicodeDecodeError as exc:")
-            self.emit(inner + 1, "raise _bad_utf8(exc, pos)")
+            if type_.errors == "strict":
+                self.emit(inner, "try:")
+                self.emit(inner + 1, f"{target} = str(buf[pos:pos + n], 'utf-8')")
+                self.emit(inner, "except UnicodeDecodeError as exc:")
+                self.emit(inner + 1, "raise _bad_utf8(exc, pos)")
+            else:
+                self.emit(inner, f"{target} = str(buf[pos:pos + n], 'utf-8', {type_.errors!r})")
             self.emit(inner, "pos += n")
         elif isinstance(type_, Bytes):
             inner = self.length(indent, compact, False, nullable, end, target)

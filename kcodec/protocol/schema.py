@@ -90,7 +90,12 @@ class Uuid:
 
 
 class String:
+    """`errors` is how invalid UTF-8 decodes (a codecs error handler): "strict"
+    raises ProtocolError; Kafka's own readers of stored records replace it."""
     name = "string"
+
+    def __init__(self, errors="strict"):
+        self.errors = errors
 
     def default(self):
         return ""
