@@ -21,6 +21,14 @@ for tool in java mvn; do
         exit 1
     fi
 done
+# Kafka 4 runs on Java 17 or later; an older java fails later with a bare
+# UnsupportedClassVersionError, so say it here.
+java_version=$(java -XshowSettings:properties -version 2>&1 |
+               sed -n 's/^ *java\.specification\.version = //p')
+if (( ${java_version%%.*} < 17 )); then
+    echo "kafka-broker.sh: the Kafka broker needs Java 17 or later; java is $java_version" >&2
+    exit 1
+fi
 
 # name, pom, extra arguments of dependency:build-classpath
 resolve() {
