@@ -171,6 +171,21 @@ def test_dump_time_index_offsets_not_found_in_the_log(capsys, history_dir, tmp_p
                    f"Indexed offset: {seg.base_offset}, found log offset: {first.last_offset}"]
 
 
+def test_dump_names_files_as_java_does(capsys, history_dir, tmp_path, monkeypatch):
+    """The tool names a file by java.io.File.getAbsolutePath: the working
+    directory before a relative path, ".." kept, repeated slashes dropped."""
+    directory, _ = history_dir
+    shutil.copytree(directory, tmp_path / "t-0")
+    (tmp_path / "sub").mkdir()
+    seg = PartitionLog(tmp_path / "t-0").segments[0]
+    open(seg.time_index_path, "wb").write(bytes(12 * 8))
+    name = os.path.basename(seg.time_index_path)
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, "dump", "--files", f"sub/..//t-0/{name}", "--verify-index-only")
+    assert status == 0
+    assert err[0] == f"The following indexed offsets are not found in :{tmp_path}/sub/../t-0/{name}"
+
+
 def test_dump_snapshot(capsys, tmp_path):
     from kcodec.log import encode_producer_snapshot
     path = tmp_path / f"{131:020d}.snapshot"

@@ -4,6 +4,7 @@ per batch, record or entry."""
 import codecs
 import json
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,18 @@ class DumpOptions:
     @property
     def print_data(self):
         return self.print_data_log or self.decoder != "string"
+
+
+def _java_absolute_path(path):
+    """java.io.File.getAbsolutePath, which the tool names files by: repeated
+    and trailing slashes dropped, the working directory put before a relative
+    path, and "." and ".." kept (os.path.abspath would resolve them)."""
+    path = re.sub("/+", "/", os.fspath(path))
+    if len(path) > 1:
+        path = path.rstrip("/")
+    if path.startswith("/"):
+        return path
+    return os.path.join(os.getcwd(), path) if path else os.getcwd()
 
 
 def _java_replace(error):
@@ -83,7 +96,7 @@ def _sanity_check(path, dtype, base):
     the file's length holds: a live segment's preallocated index too, whose
     zero tail fails it for a time index (the broker rebuilds such an index
     when it opens it after a crash). Messages in the broker's words."""
-    where = os.path.abspath(path)
+    where = _java_absolute_path(path)
     size = os.path.getsize(path)
     time_index = dtype is TIME_ENTRY
     if size % dtype.itemsize:
@@ -162,7 +175,7 @@ class Dumper:
                 if opts.deep:
                     for record in batch:
                         if record.offset != last_offset + 1:
-                            self.non_consecutive.setdefault(os.path.abspath(path), {})[
+                            self.non_consecutive.setdefault(_java_absolute_path(path), {})[
                                 last_offset] = record.offset
                         last_offset = record.offset
                         self.record_line(path, batch, record)
@@ -276,7 +289,7 @@ class Dumper:
                 batch = self._first_batch_at(log, position, opts.max_message_size)
                 found = -1 if batch is None else batch.last_offset
                 if found != offset:
-                    self.index_mismatches.setdefault(os.path.abspath(path), {})[offset] = found
+                    self.index_mismatches.setdefault(_java_absolute_path(path), {})[offset] = found
             if not opts.verify_index_only:
                 self.emit(f"offset: {offset} position: {position}", type="index", file=path,
                           offset=offset, position=position)
@@ -297,7 +310,7 @@ class Dumper:
             offsets = index_entries["relative_offset"].astype(np.int64) + base
             positions = index_entries["position"].astype(np.int64)
         previous = -1
-        where = os.path.abspath(path)
+        where = _java_absolute_path(path)
         for timestamp, relative in entries.tolist():
             offset = base + relative
             if log is not None:
