@@ -139,7 +139,8 @@ def offset_commit_value(version):
     (1, '{"offset":42,"metadata":"meta","commitTimestamp":1700,"expireTimestamp":1800}'),
     (2, '{"offset":42,"metadata":"meta","commitTimestamp":1700}'),
     (3, '{"offset":42,"leaderEpoch":5,"metadata":"meta","commitTimestamp":1700}'),
-    (4, '{"offset":42,"leaderEpoch":5,"metadata":"meta","commitTimestamp":1700}'),
+    (4, '{"offset":42,"leaderEpoch":5,"metadata":"meta","commitTimestamp":1700,'
+        '"topicId":"AAECAwQFBgcICQoLDA0ODw"}'),
 ])
 def test_offset_commit_value_lists_the_fields_of_its_version(version, data):
     key, value = offsets(COMMIT_KEY, offset_commit_value(version))
@@ -255,6 +256,10 @@ TXN_HEAD = ('"producerId":9,"producerEpoch":1,"transactionTimeoutMs":60000,'
 TXN_TAIL = '"transactionLastUpdateTimestampMs":1700,"transactionStartTimestampMs":1600'
 
 
+TXN_TAGS = {1: (',"previousProducerId":8,"nextProducerId":10', ',"nextProducerEpoch":0',
+                 ',"clientTransactionVersion":2')}
+
+
 @pytest.mark.parametrize("version", [0, 1])
 @pytest.mark.parametrize("partitions, listed", [
     ([("t", [0, 1]), ("u", [])], '[{"topic":"t","partitionIds":[0,1]},'
@@ -265,8 +270,26 @@ TXN_TAIL = '"transactionLastUpdateTimestampMs":1700,"transactionStartTimestampMs
 def test_transaction_log_value(version, partitions, listed):
     key, value = transactions(TXN_KEY, transaction_log_value(version, partitions))
     assert key == '{"type":"0","data":{"transactionalId":"tx-1"}}'
-    assert value == ('{"version":"%d","data":{%s,"transactionPartitions":%s,%s}}'
-                     % (version, TXN_HEAD, listed, TXN_TAIL))
+    after_id, after_epoch, last = TXN_TAGS.get(version, ("", "", ""))
+    head = TXN_HEAD.replace('"producerId":9', '"producerId":9' + after_id).replace(
+        '"producerEpoch":1', '"producerEpoch":1' + after_epoch)
+    assert value == ('{"version":"%d","data":{%s,"transactionPartitions":%s,%s%s}}'
+                     % (version, head, listed, TXN_TAIL, last))
+
+
+def test_tagged_fields_at_their_defaults_are_not_listed():
+    value = transaction_log_value(1, [])[:-len(tags({0: i64(8), 1: i64(10), 2: i16(2),
+                                                     3: i16(0)}))]
+    value += tags({0: i64(-1), 1: i64(-1), 2: i16(0), 3: i16(-1)})
+    assert transactions(TXN_KEY, value)[1] == (
+        '{"version":"1","data":{%s,"transactionPartitions":[],%s}}' % (TXN_HEAD, TXN_TAIL))
+
+
+def test_a_tagged_field_of_the_wrong_size_is_an_error_line():
+    value = offset_commit_value(4)[:-len(tags({0: UUID_BYTES, 9: b"\x01\x02"}))]
+    text, rest = offsets(COMMIT_KEY, value + tags({0: UUID_BYTES + b"\x00"}))
+    assert text.startswith("Error at offset 5, skipping. ") and "topicId" in text
+    assert rest is None
 
 
 # ---------------------------------------------------------------- bad input

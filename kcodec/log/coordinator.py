@@ -10,16 +10,17 @@ record definitions (OffsetCommitKey/Value, GroupMetadataKey/Value,
 TransactionLogKey/Value), with field names as the JSON spells them, and are
 decoded by kcodec.protocol's codec: flexible versions (offset commit v4, group
 metadata v4, transaction value v1) have compact lengths and tagged fields.
-The JSON lists the regular fields of the record's version, in schema order;
-tagged fields are read past and not printed. Bytes after a value's last
-field are ignored.
+The JSON lists the fields of the record's version in schema order, tagged
+ones only when they differ from their default (as Kafka's JSON converters
+do; a uuid in Kafka's base64url text). Bytes after a value's last field are
+ignored.
 """
 import base64
 import json
 import struct
 
 from ..protocol.errors import ProtocolError
-from ..protocol.schema import Array, Bytes, Message, String, Struct, field as f, many
+from ..protocol.schema import Array, Bytes, Message, String, Struct, Uuid, field as f, many
 
 # Kafka reads stored strings without validating them: invalid UTF-8 is replaced.
 _TEXT = String(errors="replace")
@@ -45,6 +46,7 @@ OFFSET_COMMIT_VALUE = _record("OffsetCommitValue", "0-4", "4+", [
     f("metadata", _TEXT, "0+"),
     f("commitTimestamp", "int64", "0+"),
     f("expireTimestamp", "int64", "1", default=-1),
+    f("topicId", "uuid", "4+", tag=0),
 ])
 
 GROUP_METADATA_VALUE = _record("GroupMetadataValue", "0-4", "4+", [
@@ -71,7 +73,10 @@ TRANSACTION_LOG_KEY = _record("TransactionLogKey", "0", "none", [
 
 TRANSACTION_LOG_VALUE = _record("TransactionLogValue", "0-1", "1+", [
     f("producerId", "int64", "0+"),
+    f("previousProducerId", "int64", "1+", tag=0, default=-1),
+    f("nextProducerId", "int64", "1+", tag=1, default=-1),
     f("producerEpoch", "int16", "0+"),
+    f("nextProducerEpoch", "int16", "1+", tag=3, default=-1),
     f("transactionTimeoutMs", "int32", "0+"),
     f("transactionStatus", "int8", "0+"),
     f("transactionPartitions", many(
@@ -80,6 +85,7 @@ TRANSACTION_LOG_VALUE = _record("TransactionLogValue", "0-1", "1+", [
     ), "0+", nullable="0+"),
     f("transactionLastUpdateTimestampMs", "int64", "0+"),
     f("transactionStartTimestampMs", "int64", "0+"),
+    f("clientTransactionVersion", "int16", "1+", tag=2),
 ])
 
 OFFSETS_KEYS = {0: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
@@ -97,9 +103,12 @@ def _int16_prefix(data, what):
 
 
 def _json_struct(struct_, data, version, flexible):
-    regular, _ = struct_.present(version, flexible)
+    regular, tagged = struct_.present(version, flexible)
+    listed = {field.name for field, _, _ in regular}
+    listed.update(field.name for field, _, _ in tagged
+                  if data[field.name] != field.make_default())
     return {field.name: _json_value(field.type, data[field.name], version, flexible)
-            for field, _, _ in regular}
+            for field in struct_.fields if field.name in listed}
 
 
 def _json_value(type_, value, version, flexible):
@@ -111,6 +120,8 @@ def _json_value(type_, value, version, flexible):
         return [_json_value(type_.element, item, version, flexible) for item in value]
     if isinstance(type_, Bytes):
         return base64.b64encode(value).decode()
+    if isinstance(type_, Uuid):
+        return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
     return value
 
 
