@@ -164,6 +164,13 @@ def test_invalid_utf8_in_a_string_is_replaced():
     assert json.loads(offsets(COMMIT_KEY, value)[1])["data"]["metadata"] == "a\ufffdb"
 
 
+def test_an_encoded_surrogate_is_replaced_once_as_java_does():
+    """Java's decoder replaces ED A0 80 (a UTF-16 surrogate's encoding) with
+    one U+FFFD; Python's "replace" would give one per byte."""
+    value = i16(0) + i64(1) + string(b"\xed\xa0\x80x") + i64(2)
+    assert json.loads(offsets(COMMIT_KEY, value)[1])["data"]["metadata"] == "\ufffdx"
+
+
 # ---------------------------------------------------------------- group metadata values
 
 def member(version, instance_id, flexible):

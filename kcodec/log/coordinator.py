@@ -21,9 +21,11 @@ import struct
 
 from ..protocol.errors import ProtocolError
 from ..protocol.schema import Array, Bytes, Message, String, Struct, Uuid, field as f, many
+from .java_text import JAVA_REPLACE
 
-# Kafka reads stored strings without validating them: invalid UTF-8 is replaced.
-_TEXT = String(errors="replace")
+# Kafka reads stored strings without validating them: invalid UTF-8 is replaced,
+# as Java's decoder replaces it.
+_TEXT = String(errors=JAVA_REPLACE)
 
 
 def _record(name, versions, flexible, fields):

@@ -1,10 +1,8 @@
 """`kcodec dump`: the lines of Kafka's kafka-dump-log (DumpLogSegments) for
 .log, .index, .timeindex, .txnindex and .snapshot files, or one JSON object
 per batch, record or entry."""
-import codecs
 import json
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +10,7 @@ import numpy as np
 from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import read_batches
 from .coordinator import offsets_key_value, transaction_key_value
+from .java_text import JAVA_REPLACE, java_absolute_path, java_path
 from .indexes import (
     OFFSET_ENTRY, TIME_ENTRY, _entries, _used, base_offset_of,
     map_file, read_producer_snapshot, read_txn_index,
@@ -43,36 +42,8 @@ class DumpOptions:
         return self.print_data_log or self.decoder != "string"
 
 
-def _java_absolute_path(path):
-    """java.io.File.getAbsolutePath, which the tool names files by: repeated
-    and trailing slashes dropped, the working directory put before a relative
-    path, and "." and ".." kept (os.path.abspath would resolve them)."""
-    path = re.sub("/+", "/", os.fspath(path))
-    if len(path) > 1:
-        path = path.rstrip("/")
-    if path.startswith("/"):
-        return path
-    return os.path.join(os.getcwd(), path) if path else os.getcwd()
-
-
-def _java_replace(error):
-    """Replace invalid UTF-8 as Java's decoder (the tool's `new String`) does.
-    Python flags each byte of a UTF-16 surrogate's three-byte encoding (ED
-    A0..BF xx) on its own; Java takes the lead byte with its continuation
-    bytes as one malformed sequence, one U+FFFD. Elsewhere both replace the
-    same maximal subparts."""
-    data, start = error.object, error.start
-    end = error.end
-    if data[start] == 0xED and start + 1 < len(data) and 0xA0 <= data[start + 1] <= 0xBF:
-        end = start + 3 if start + 2 < len(data) and 0x80 <= data[start + 2] <= 0xBF else start + 2
-    return "\ufffd", end
-
-
-codecs.register_error("kcodec-java-replace", _java_replace)
-
-
 def _string(blob):
-    return None if blob is None else blob.decode("utf-8", "kcodec-java-replace")
+    return None if blob is None else blob.decode("utf-8", JAVA_REPLACE)
 
 
 def _key_value(record, decoder):
@@ -96,7 +67,7 @@ def _sanity_check(path, dtype, base):
     the file's length holds: a live segment's preallocated index too, whose
     zero tail fails it for a time index (the broker rebuilds such an index
     when it opens it after a crash). Messages in the broker's words."""
-    where = _java_absolute_path(path)
+    where = java_absolute_path(path)
     size = os.path.getsize(path)
     time_index = dtype is TIME_ENTRY
     if size % dtype.itemsize:
@@ -140,14 +111,14 @@ class Dumper:
     def dump(self, paths):
         for path in paths:
             if not self.options.json:
-                self.emit(f"Dumping {path}")
+                self.emit(f"Dumping {java_path(path)}")
             name = os.path.basename(path)
             suffix = name[name.rfind("."):] if "." in name else ""
             handler = {".log": self.dump_log, ".index": self.dump_index,
                        ".timeindex": self.dump_time_index, ".txnindex": self.dump_txn_index,
                        ".snapshot": self.dump_snapshot}.get(suffix)
             if handler is None:
-                self.err.write(f"Ignoring unknown file {path}\n")
+                self.err.write(f"Ignoring unknown file {java_path(path)}\n")
                 continue
             try:
                 handler(path)
@@ -175,7 +146,7 @@ class Dumper:
                 if opts.deep:
                     for record in batch:
                         if record.offset != last_offset + 1:
-                            self.non_consecutive.setdefault(_java_absolute_path(path), {})[
+                            self.non_consecutive.setdefault(java_absolute_path(path), {})[
                                 last_offset] = record.offset
                         last_offset = record.offset
                         self.record_line(path, batch, record)
@@ -276,11 +247,12 @@ class Dumper:
         base = base_offset_of(path)
         entries = _used(_entries(path, OFFSET_ENTRY), zero_first_entry_is_padding=False)
         if len(entries) == 0:          # the tool says so before any sanity check
-            self.emit(f"{path} is empty.", type="empty", file=path)
+            self.emit(f"{java_path(path)} is empty.", type="empty", file=path)
             return
         if opts.index_sanity_check:
             _sanity_check(path, OFFSET_ENTRY, base)
-            self.emit(f"{path} passed sanity check.", type="sanity", file=path, passed=True)
+            self.emit(f"{java_path(path)} passed sanity check.", type="sanity", file=path,
+                      passed=True)
             return
         log = self._log_beside(path)
         for relative, position in entries.tolist():
@@ -289,7 +261,7 @@ class Dumper:
                 batch = self._first_batch_at(log, position, opts.max_message_size)
                 found = -1 if batch is None else batch.last_offset
                 if found != offset:
-                    self.index_mismatches.setdefault(_java_absolute_path(path), {})[offset] = found
+                    self.index_mismatches.setdefault(java_absolute_path(path), {})[offset] = found
             if not opts.verify_index_only:
                 self.emit(f"offset: {offset} position: {position}", type="index", file=path,
                           offset=offset, position=position)
@@ -299,7 +271,8 @@ class Dumper:
         base = base_offset_of(path)
         if opts.index_sanity_check:
             _sanity_check(path, TIME_ENTRY, base)
-            self.emit(f"{path} passed sanity check.", type="sanity", file=path, passed=True)
+            self.emit(f"{java_path(path)} passed sanity check.", type="sanity", file=path,
+                      passed=True)
             return
         entries = _used(_entries(path, TIME_ENTRY), zero_first_entry_is_padding=False)
         log = self._log_beside(path)
@@ -310,7 +283,7 @@ class Dumper:
             offsets = index_entries["relative_offset"].astype(np.int64) + base
             positions = index_entries["position"].astype(np.int64)
         previous = -1
-        where = _java_absolute_path(path)
+        where = java_absolute_path(path)
         for timestamp, relative in entries.tolist():
             offset = base + relative
             if log is not None:
