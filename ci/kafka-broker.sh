@@ -23,10 +23,16 @@ for tool in java mvn; do
 done
 # Kafka 4 runs on Java 17 or later; an older java fails later with a bare
 # UnsupportedClassVersionError, so say it here.
-java_version=$(java -XshowSettings:properties -version 2>&1 |
-               sed -n 's/^ *java\.specification\.version = //p')
-if (( ${java_version%%.*} < 17 )); then
-    echo "kafka-broker.sh: the Kafka broker needs Java 17 or later; java is $java_version" >&2
+if ! java_settings=$(java -XshowSettings:properties -version 2>&1); then
+    echo "kafka-broker.sh: java does not run:" >&2
+    echo "$java_settings" >&2
+    exit 1
+fi
+java_version=$(sed -n 's/^ *java\.specification\.version = //p' <<<"$java_settings" | tr -d '\r')
+java_major=${java_version%%.*}
+if [[ ! $java_major =~ ^[0-9]+$ ]] || (( java_major < 17 )); then
+    echo "kafka-broker.sh: the Kafka broker needs Java 17 or later; java is" \
+         "'${java_version:-of no known version}'" >&2
     exit 1
 fi
 
