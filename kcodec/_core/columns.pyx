@@ -637,7 +637,7 @@ cdef tuple schema_and_types(bint views, bint batch_columns):
         if batch_columns:
             fields += BATCH_FIELDS
         schema = pa.schema(fields)
-        cached = SCHEMAS[cache_key] = (schema, schema.types)
+        cached = SCHEMAS[cache_key] = (schema, tuple(schema.types))
     return cached
 
 
