@@ -261,6 +261,18 @@ cdef inline void put_view(const uint8_t* src, int32_t n, const uint8_t* window, 
         memcpy(view + 12, &offset, 4)
 
 
+cdef inline void store_used(Out* o, Py_ssize_t rows, Py_ssize_t headers, Py_ssize_t key_bytes,
+                            Py_ssize_t value_bytes, Py_ssize_t header_key_bytes,
+                            Py_ssize_t header_value_bytes) noexcept nogil:
+    """What fill has written so far, from the locals it counts in."""
+    o.used[PER_ROW] = rows
+    o.used[PER_HEADER] = headers
+    o.used[KEY_BYTES] = key_bytes
+    o.used[VALUE_BYTES] = value_bytes
+    o.used[HEADER_KEY_BYTES] = header_key_bytes
+    o.used[HEADER_VALUE_BYTES] = header_value_bytes
+
+
 cdef int fill(Block* b, Out* o) noexcept nogil:
     """Add block b's records, from b.done on, to the columns. 0: all added; 1:
     the buffers must grow first (see needs_room), then fill resumes at b.done;
@@ -338,12 +350,7 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
                 or key_at + key_bytes > key_room or value_at + value_bytes > value_room
                 or header_key_at + r.header_key_bytes > header_key_room
                 or header_value_at + r.header_value_bytes > header_value_room):
-            o.used[PER_ROW] = row
-            o.used[PER_HEADER] = h
-            o.used[KEY_BYTES] = key_at
-            o.used[VALUE_BYTES] = value_at
-            o.used[HEADER_KEY_BYTES] = header_key_at
-            o.used[HEADER_VALUE_BYTES] = header_value_at
+            store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
             # Growth extrapolates from the input read so far: up to this record.
             o.block_position = b.position
             o.block_end = b.consumed
@@ -417,12 +424,7 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     o.nulls[NULL_VALUES] += null_values
     o.nulls[NULL_HEADERS] += null_headers
     o.nulls[NULL_HEADER_VALUES] += null_header_values
-    o.used[PER_ROW] = row
-    o.used[PER_HEADER] = h
-    o.used[KEY_BYTES] = key_at
-    o.used[VALUE_BYTES] = value_at
-    o.used[HEADER_KEY_BYTES] = header_key_at
-    o.used[HEADER_VALUE_BYTES] = header_value_at
+    store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
     if key_bits & 0x80:
         o.header_keys_ascii = False
     b.done = i
