@@ -12,7 +12,7 @@ extensions = [
         f"kcodec._core.{pyx.stem}",
         [str(pyx)],
         include_dirs=[str(CORE)],
-        extra_compile_args=["-O3"],
+        extra_compile_args=["-O3", "--param=max-inline-insns-single=2000"],
     )
     for pyx in sorted(CORE.glob("*.pyx"))
 ]

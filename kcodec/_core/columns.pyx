@@ -279,11 +279,41 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     2: a record fails its checks (b.fault says why) and the block is taken
     back; -2: past Arrow's 2 GiB in a binary column; -3: a header changed in
     the input since its record was parsed."""
+    if b.items == NULL and not o.views and rest_of_block_fits(b, o):
+        return fill_records(b, o, <PlainV2Block*>NULL)
+    return fill_records(b, o, <AnyBlock*>NULL)
+
+
+# fill_records is compiled twice: for any block, and for the common one, where
+# what the general loop checks for each record is known for the whole block.
+cdef struct AnyBlock:
+    char unused
+cdef struct PlainV2Block:     # v2, no views, and its rows, keys and values fit
+    char unused
+ctypedef fused BlockKind:
+    AnyBlock
+    PlainV2Block
+
+
+cdef inline bint rest_of_block_fits(Block* b, Out* o) noexcept nogil:
+    """Whether the rows, keys and values of a v2 block's remaining records fit
+    whatever they are: none can hold more key or value bytes than the block
+    has left, nor be more than its count or its bytes allow."""
+    cdef Py_ssize_t bytes_left = b.end - b.next
+    cdef Py_ssize_t rows_left = min(b.count - b.done, bytes_left // V2_MIN_RECORD + 1)
+    return (o.used[PER_ROW] + rows_left <= o.capacity[PER_ROW]
+            and o.used[KEY_BYTES] + bytes_left <= o.capacity[KEY_BYTES]
+            and o.used[VALUE_BYTES] + bytes_left <= o.capacity[VALUE_BYTES])
+
+
+cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
+    """fill, for a block of that kind."""
     # Everything the loop reads is copied into locals first: a store through a
     # uint8_t* may alias any memory, so fields read through b and o would be
     # loaded again after every byte copied.
     cdef Slot r                                      # the record being added
-    cdef Slot* items = b.items
+    cdef bint any_block = BlockKind is AnyBlock
+    cdef Slot* items = b.items if any_block else NULL
     cdef V2Base v2 = b.v2
     cdef const uint8_t* base = b.base
     cdef const uint8_t* records_end = b.end
@@ -317,7 +347,7 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     cdef int32_t* header_value_offsets = <int32_t*>o.mem[B_HEADER_VALUE_OFFSETS]
     cdef uint8_t* header_value_data = o.mem[B_HEADER_VALUE_DATA]
     cdef uint8_t* header_value_nulls = o.mem[B_HEADER_VALUE_NULLS]
-    cdef bint batch_columns = o.enabled[B_PRODUCER_ID], views = o.views
+    cdef bint batch_columns = o.enabled[B_PRODUCER_ID], views = o.views and any_block
     cdef Py_ssize_t row = o.used[PER_ROW], h = o.used[PER_HEADER]
     cdef Py_ssize_t key_at = o.used[KEY_BYTES], value_at = o.used[VALUE_BYTES]
     cdef Py_ssize_t header_key_at = o.used[HEADER_KEY_BYTES]
@@ -346,10 +376,11 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
             break
         key_bytes = r.key_len if r.key_len > 0 and not views else 0
         value_bytes = r.value_len if r.value_len > 0 and not views else 0
-        if (row >= rows_room or h + r.headers_count > headers_room
-                or key_at + key_bytes > key_room or value_at + value_bytes > value_room
-                or header_key_at + r.header_key_bytes > header_key_room
-                or header_value_at + r.header_value_bytes > header_value_room):
+        if ((any_block and (row >= rows_room or key_at + key_bytes > key_room
+                             or value_at + value_bytes > value_room))
+                or (r.headers_count > 0 and (h + r.headers_count > headers_room
+                    or header_key_at + r.header_key_bytes > header_key_room
+                    or header_value_at + r.header_value_bytes > header_value_room))):
             store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
             # Growth extrapolates from the input read so far: up to this record.
             o.block_position = b.position
