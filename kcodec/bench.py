@@ -674,6 +674,33 @@ def _cpu_model():
     return platform.processor() or "unknown"
 
 
+def cpu_times(stat_text=None):
+    """The machine's CPU time so far, from /proc/stat (Linux): (wanted, steal)
+    in ticks, wanted being the time its CPUs ran or were ready to run (all but
+    idle and I/O wait), or None where there is no such file."""
+    try:
+        text = Path("/proc/stat").read_text() if stat_text is None else stat_text
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            # user nice system idle iowait irq softirq steal guest guest_nice;
+            # guest time is already counted in user and nice.
+            ticks = [int(x) for x in fields[1:9]] + [0] * (9 - len(fields))
+            user, nice, system, idle, iowait, irq, softirq, steal = ticks
+            return user + nice + system + irq + softirq + steal, steal
+    return None
+
+
+def steal_share(before, after):
+    """Of the CPU time this machine wanted between two cpu_times readings, the
+    share its hypervisor took (virtual CPUs ready but not run), or None."""
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    return (after[1] - before[1]) / (after[0] - before[0])
+
+
 # ------------------------------------------------------------- measurement
 
 def _entry(timing, records):
@@ -887,6 +914,11 @@ def markdown(result):
         f"every implementation on the same bytes in one "
         f"process{' (--quick: tiny workloads, figures are noise)' if p['quick'] else ''}.",
     ]
+    if result.get("cpu_steal") is not None:
+        lines.append(
+            f"CPU time the hypervisor took during the run (steal, /proc/stat): "
+            f"{result['cpu_steal']:.0%}; on a shared virtual machine, figures are slower and "
+            f"noisier the higher it is.")
     for name, reason in result["missing"].items():
         if name == "crc32c":
             lines.append(f"crc32c package missing: the floor uses kcodec's CRC only ({reason}).")
@@ -1040,6 +1072,7 @@ def run(quick=False, workloads=None, records=None, repeats=None, min_time=None,
         raise RuntimeError(f"--png needs matplotlib; {BENCH_EXTRA}")
     peers, missing = load_peers()
     started = time.perf_counter()
+    cpu_before = cpu_times()
 
     def say(text):
         if progress is not None:
@@ -1065,6 +1098,7 @@ def run(quick=False, workloads=None, records=None, repeats=None, min_time=None,
         "workloads": rows,
         "targets": evaluate_targets(rows),
         "elapsed_s": time.perf_counter() - started,
+        "cpu_steal": steal_share(cpu_before, cpu_times()),
     }
     result["markdown"] = markdown(result)
     if json_path is not None:

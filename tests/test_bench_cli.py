@@ -129,3 +129,28 @@ def test_png_without_matplotlib_says_what_to_install(monkeypatch, tmp_path):
 def test_unknown_workload_is_refused():
     status, out, err = run_cli(["bench", "--quick", "--workloads", "none", "nope"])
     assert status == 2 and "unknown workload 'nope'" in err and "none-1pb" in err
+
+
+def test_steal_is_read_from_the_aggregate_cpu_line():
+    stat = ("cpu  100 5 20 900 30 2 3 40 7 0\n"
+            "cpu0 50 2 10 450 15 1 1 20 3 0\n"
+            "intr 12345\n")
+    # guest time (7) is already in user; idle (900) and I/O wait (30) are not wanted
+    assert bench.cpu_times(stat) == (100 + 5 + 20 + 2 + 3 + 40, 40)
+    assert bench.cpu_times("cpu  10 0 5 100\n") == (15, 0)      # an old kernel: no steal field
+    assert bench.cpu_times("intr 1\n") is None
+
+
+def test_steal_share_between_two_readings():
+    assert bench.steal_share((1000, 10), (1400, 110)) == 0.25
+    assert bench.steal_share((1000, 10), (1000, 10)) is None      # no time passed
+    assert bench.steal_share(None, (1400, 110)) is None
+
+
+def test_run_reports_the_steal_it_measured(quick):
+    result = json.loads((quick["dir"] / "bench.json").read_text())
+    if bench.cpu_times() is None:
+        assert result["cpu_steal"] is None
+        return
+    assert 0 <= result["cpu_steal"] <= 1
+    assert f"(steal, /proc/stat): {result['cpu_steal']:.0%}" in quick["out"]
