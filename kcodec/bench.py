@@ -917,8 +917,7 @@ def markdown(result):
     if result.get("cpu_steal") is not None:
         lines.append(
             f"CPU time the hypervisor took during the run (steal, /proc/stat): "
-            f"{result['cpu_steal']:.0%}; on a shared virtual machine, figures are slower and "
-            f"noisier the higher it is.")
+            f"{result['cpu_steal']:.0%}.")
     for name, reason in result["missing"].items():
         if name == "crc32c":
             lines.append(f"crc32c package missing: the floor uses kcodec's CRC only ({reason}).")
