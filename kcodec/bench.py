@@ -687,7 +687,10 @@ def cpu_times(stat_text=None):
         if fields and fields[0] == "cpu":
             # user nice system idle iowait irq softirq steal guest guest_nice;
             # guest time is already counted in user and nice.
-            ticks = [int(x) for x in fields[1:9]] + [0] * (9 - len(fields))
+            try:
+                ticks = [int(x) for x in fields[1:9]] + [0] * (9 - len(fields))
+            except ValueError:
+                return None
             user, nice, system, idle, iowait, irq, softirq, steal = ticks
             return user + nice + system + irq + softirq + steal, steal
     return None
@@ -916,8 +919,8 @@ def markdown(result):
     ]
     if result.get("cpu_steal") is not None:
         lines.append(
-            f"CPU time the hypervisor took during the run (steal, /proc/stat): "
-            f"{result['cpu_steal']:.0%}.")
+            f"Steal during the run (/proc/stat, the whole machine): {result['cpu_steal']:.0%} of "
+            f"the CPU time its virtual CPUs were busy or waiting for the host.")
     for name, reason in result["missing"].items():
         if name == "crc32c":
             lines.append(f"crc32c package missing: the floor uses kcodec's CRC only ({reason}).")

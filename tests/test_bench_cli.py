@@ -139,6 +139,7 @@ def test_steal_is_read_from_the_aggregate_cpu_line():
     assert bench.cpu_times(stat) == (100 + 5 + 20 + 2 + 3 + 40, 40)
     assert bench.cpu_times("cpu  10 0 5 100\n") == (15, 0)      # an old kernel: no steal field
     assert bench.cpu_times("intr 1\n") is None
+    assert bench.cpu_times("cpu  10 x 5 100\n") is None
 
 
 def test_steal_share_between_two_readings():
@@ -147,10 +148,20 @@ def test_steal_share_between_two_readings():
     assert bench.steal_share(None, (1400, 110)) is None
 
 
-def test_run_reports_the_steal_it_measured(quick):
+def test_run_reports_the_steal_between_its_start_and_end(monkeypatch):
+    readings = iter([(1000, 10), (1400, 110)])
+    monkeypatch.setattr(bench, "cpu_times", lambda: next(readings))
+    monkeypatch.setattr(bench, "measure", lambda *args: {})
+    monkeypatch.setattr(bench, "evaluate_targets", lambda rows: [])
+    monkeypatch.setattr(bench, "markdown", lambda result: "")
+    result = bench.run(quick=True, workloads=["none"], threads=False)
+    assert result["cpu_steal"] == 0.25
+
+
+def test_steal_line_in_the_report(quick):
     result = json.loads((quick["dir"] / "bench.json").read_text())
-    if bench.cpu_times() is None:
-        assert result["cpu_steal"] is None
-        return
-    assert 0 <= result["cpu_steal"] <= 1
-    assert f"(steal, /proc/stat): {result['cpu_steal']:.0%}" in quick["out"]
+    if result["cpu_steal"] is None:
+        assert "Steal during the run" not in quick["out"]
+    else:
+        assert f"Steal during the run (/proc/stat, the whole machine): " \
+               f"{result['cpu_steal']:.0%} of" in quick["out"]
