@@ -284,11 +284,13 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     return fill_records(b, o, <AnyBlock*>NULL)
 
 
-# fill_records is compiled twice: for any block, and for the common one, where
-# what the general loop checks for each record is known for the whole block.
+# fill_records is compiled twice, once per BlockKind (the type of its last
+# argument picks the version; the argument itself is unused): for any block,
+# and for a v2 block without views whose rows, keys and values are known to
+# fit, where the loop skips those checks for each record.
 cdef struct AnyBlock:
     char unused
-cdef struct PlainV2Block:     # v2, no views, and its rows, keys and values fit
+cdef struct PlainV2Block:
     char unused
 ctypedef fused BlockKind:
     AnyBlock
