@@ -10,11 +10,17 @@ absolute times. Every benchmark checks its result outside the timed code, so
 that it cannot silently measure nothing. benchmarks/report.py prints the
 same comparison as a Markdown table.
 """
+import sys
+from pathlib import Path
+
 import pytest
 
 import workloads as w
 
-pytest.importorskip("aiokafka.record._crecords")    # the compiled peer, not its fallback
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from peers import require_module  # noqa: E402
+
+require_module("aiokafka.record._crecords")    # the compiled peer, not its fallback
 
 DECODE = {"kcodec": (w.kcodec_decode, w.kcodec_digest),
           "aiokafka": (w.aiokafka_decode, w.aiokafka_digest)}

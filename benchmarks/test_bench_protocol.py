@@ -9,11 +9,17 @@ partitions and on many small ones; and the whole path to Arrow
 Record sets stay views into the frame in kcodec (kafka-python copies them).
 Compare members of a group, never absolute times; nothing here asserts a speed.
 """
+import sys
+from pathlib import Path
+
 import pytest
 
 import kcodec
 from kcodec.protocol import decode_response, encode_response
 from kcodec.protocol.messages import FETCH_RESPONSE, PRODUCE_REQUEST
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from peers import require_module  # noqa: E402
 
 FETCH_VERSION = 12
 PRODUCE_VERSION = 9
@@ -71,7 +77,7 @@ def test_decode_fetch_response_kcodec(benchmark, frame):
 
 
 def test_decode_fetch_response_kafka_python(benchmark, frame):
-    fetch = pytest.importorskip("kafka.protocol.consumer.fetch")
+    fetch = require_module("kafka.protocol.consumer.fetch")
     name, data, total = frame
     benchmark.group = f"fetch-response-decode {name}"
     decoded = benchmark(lambda: fetch.FetchResponse.decode(data[RESPONSE_HEADER:],
@@ -119,7 +125,7 @@ def test_encode_kcodec(benchmark, to_encode):
 
 
 def test_encode_kafka_python(benchmark, to_encode):
-    pytest.importorskip("kafka.protocol.api_message")
+    require_module("kafka.protocol.api_message")
     from kafka.protocol.consumer.fetch import FetchResponse
     from kafka.protocol.producer import ProduceRequest
     group, message, version, body = to_encode

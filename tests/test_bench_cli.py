@@ -9,6 +9,7 @@ import pytest
 
 from kcodec import bench
 from kcodec.cli import main
+from peers import require_module
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DECODE_HEADER = ["workload", "records", "records/batch", "kcodec.decode rec/s",
@@ -44,8 +45,8 @@ def table(text, first_cell):
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """One `kcodec bench --quick` run shared by the tests below (a few seconds)."""
-    pytest.importorskip("aiokafka")
-    pytest.importorskip("kafka")
+    require_module("aiokafka")
+    require_module("kafka")
     tmp = tmp_path_factory.mktemp("bench")
     argv = ["bench", "--quick", "--json", str(tmp / "bench.json")]
     if bench.matplotlib_available():

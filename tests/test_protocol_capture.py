@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kcodec  # noqa: E402
 from kcodec.protocol import ProtocolError, encode_request, encode_response  # noqa: E402
 from kcodec.protocol.capture import CaptureReader  # noqa: E402
+from peers import require_module  # noqa: E402
 
 PORT = 9092
 BASE_TS = 1_700_000_000_000
@@ -298,8 +299,7 @@ def stop_capture(proc):
 
 
 def test_tcpdump_capture_of_librdkafka_traffic(tmp_path, tcpdump):
-    pytest.importorskip("confluent_kafka")
-    import confluent_kafka
+    confluent_kafka = require_module("confluent_kafka")
     from peers.librdkafka_mock import Message, MockCluster
 
     from kcodec.protocol import Connection

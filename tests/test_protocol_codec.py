@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from protocol_helpers import MESSAGE_VERSIONS, MESSAGES, plain, random_body  # noqa: E402
+from peers import require_module  # noqa: E402
 
 import kcodec  # noqa: E402
 from kcodec.protocol import (  # noqa: E402
@@ -73,7 +74,7 @@ def test_frame_round_trip(item):
 
 
 def _kafka_python_class(message):
-    kafka_protocol = pytest.importorskip("kafka.protocol.api_message")
+    kafka_protocol = require_module("kafka.protocol.api_message")
     modules = ["kafka.protocol.metadata", "kafka.protocol.producer", "kafka.protocol.consumer"]
     for name in modules:
         module = importlib.import_module(name)

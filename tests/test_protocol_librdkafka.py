@@ -15,7 +15,9 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-confluent_kafka = pytest.importorskip("confluent_kafka")
+from peers import require_module  # noqa: E402
+
+confluent_kafka = require_module("confluent_kafka")
 from peers.librdkafka_mock import Message, MockCluster  # noqa: E402
 
 import kcodec  # noqa: E402
