@@ -126,6 +126,21 @@ def test_columns_grow_past_what_the_first_batch_suggests(codec, magic, views):
     assert bounded.column("offset").to_pylist() == list(range(150, 301))
 
 
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_a_batch_too_large_to_reserve_whole_decodes_like_read_records(codec):
+    """decode reserves column room for the rest of a batch up to 64 MiB of
+    records, then skips the per-record room checks; past that it checks each
+    record. Both, and null keys (reserved as many bytes as the batch has)."""
+    small = kcodec.encode([(None, b"v" * 100, i, None) for i in range(3000)], compression=codec)
+    large = kcodec.encode([(None if i % 3 else b"k%d" % i, bytes([i]) * (1 << 20), i, None)
+                           for i in range(70)], compression=codec, base_offset=3000,
+                          max_batch_bytes=1 << 30)
+    assert len(list(kcodec.read_batches(large))) == 1
+    table = assert_same_rows(small + large + small)
+    assert table.num_rows == 6070
+    assert table.column("key").null_count == 6000 + 46
+
+
 def _batch_with_bad_record(codec, base_offset):
     """A v2 batch of 200 records whose 120th has a headers count past its end,
     with a CRC that matches: only the record's own checks catch it."""

@@ -43,6 +43,7 @@ from kcodec.errors import CorruptRecordError, KafkaFormatError
 
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
 cdef double MAX_EXPANSION = 16     # of compressed input, when extrapolating growth
+cdef Py_ssize_t MAX_RESERVED_BLOCK = 64 << 20   # a larger block takes fill's checked loop
 
 
 # The column buffers. Their order is relied on: a binary column's data
@@ -122,6 +123,7 @@ cdef struct Out:              # the column buffers being filled
     Py_ssize_t capacity[N_UNITS]   # units every buffer of a unit has room for
     Py_ssize_t used[N_UNITS]       # units written: rows, headers, bytes of each binary column
     Py_ssize_t needed[N_UNITS]     # units the block being added needs (see reserve)
+    Py_ssize_t most[N_UNITS]       # ... at most, whatever its records are (see fill): not extrapolated
     Py_ssize_t input_bytes         # the whole input (0: unknown), and how much of it
     Py_ssize_t consumed            # the blocks so far came from, to extrapolate growth
     Py_ssize_t expanded            # bytes decompression added to the blocks finished so far
@@ -138,7 +140,7 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
     uncompressed input of its size could hold; for bytes, up to the blocks
     before the current one as decompressed, the current one whole, and the
     rest expanded as those before (at most MAX_EXPANSION times: a skewed
-    input must not make it allocate without bound)."""
+    input must not make it allocate without bound); and at least o.most[unit]."""
     cdef Py_ssize_t needed = o.needed[unit], guess, most, records_bytes
     cdef Py_ssize_t units = max(needed, 2 * o.capacity[unit])
     cdef double expansion = 1.0
@@ -154,7 +156,7 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
         units = max(units, min(guess, most))
     if unit != PER_ROW:
         units = min(units, MAX_ARROW_BYTES)        # int32 offsets; reserve refuses more
-    return max(units, needed)
+    return max(units, needed, o.most[unit])
 
 
 cdef struct Mark:             # the columns as they were before a block
@@ -204,6 +206,18 @@ cdef void take_back(Block* b, Out* o) noexcept nogil:
     memcpy(o.used, b.mark.used, sizeof(o.used))
     memcpy(o.nulls, b.mark.nulls, sizeof(o.nulls))
     o.header_keys_ascii = b.mark.header_keys_ascii
+
+
+cdef void note_progress(Block* b, Out* o, const uint8_t* record, Py_ssize_t i) noexcept nogil:
+    """Where growth extrapolates from: the input read up to record i (at
+    `record`, in a v2 block) of block b."""
+    o.block_position = b.position
+    o.block_end = b.consumed
+    o.block_bytes = b.end - b.records
+    o.consumed = b.position + <Py_ssize_t>(
+        <double>(b.consumed - b.position) *
+        (<double>i / b.count if b.items != NULL
+         else <double>(record - b.records) / (b.end - b.records)))
 
 
 cdef int needs_room(Out* o, Slot* s, Py_ssize_t key_bytes, Py_ssize_t value_bytes,
@@ -275,12 +289,23 @@ cdef inline void store_used(Out* o, Py_ssize_t rows, Py_ssize_t headers, Py_ssiz
 
 cdef int fill(Block* b, Out* o) noexcept nogil:
     """Add block b's records, from b.done on, to the columns. 0: all added; 1:
-    the buffers must grow first (see needs_room), then fill resumes at b.done;
+    the buffers must grow first (to o.needed, see needs_room, or to o.most),
+    then fill resumes at b.done;
     2: a record fails its checks (b.fault says why) and the block is taken
     back; -2: past Arrow's 2 GiB in a binary column; -3: a header changed in
     the input since its record was parsed."""
-    if b.items == NULL and not o.views and rest_of_block_fits(b, o):
-        return fill_records(b, o, <PlainV2Block*>NULL)
+    if b.items == NULL and not o.views:
+        if rest_of_block_fits(b, o):
+            return fill_records(b, o, <PlainV2Block*>NULL)
+        if (b.end - b.next <= MAX_RESERVED_BLOCK and o.most[KEY_BYTES] <= MAX_ARROW_BYTES
+                and o.most[VALUE_BYTES] <= MAX_ARROW_BYTES):
+            # Grow to what the rest of the block can need, so that it takes the
+            # lean version: o.most, as rest_of_block_fits left it. Keys are
+            # reserved as many bytes as the block has even when they are null.
+            memcpy(o.needed, o.used, sizeof(o.used))
+            note_progress(b, o, b.next, b.done)
+            return 1
+        memset(o.most, 0, sizeof(o.most))        # the checked loop grows by needs_room alone
     return fill_records(b, o, <AnyBlock*>NULL)
 
 
@@ -300,12 +325,20 @@ ctypedef fused BlockKind:
 cdef inline bint rest_of_block_fits(Block* b, Out* o) noexcept nogil:
     """Whether the rows, keys and values of a v2 block's remaining records fit
     whatever they are: none can hold more key or value bytes than the block
-    has left, nor be more than its count or its bytes allow."""
+    has left, nor be more than its count or its bytes allow. If not, o.most
+    gets the units they need at most."""
     cdef Py_ssize_t bytes_left = b.end - b.next
-    cdef Py_ssize_t rows_left = min(b.count - b.done, bytes_left // V2_MIN_RECORD + 1)
-    return (o.used[PER_ROW] + rows_left <= o.capacity[PER_ROW]
-            and o.used[KEY_BYTES] + bytes_left <= o.capacity[KEY_BYTES]
-            and o.used[VALUE_BYTES] + bytes_left <= o.capacity[VALUE_BYTES])
+    cdef Py_ssize_t rows = o.used[PER_ROW] + min(b.count - b.done, bytes_left // V2_MIN_RECORD + 1)
+    cdef Py_ssize_t keys = o.used[KEY_BYTES] + bytes_left
+    cdef Py_ssize_t values = o.used[VALUE_BYTES] + bytes_left
+    if (rows <= o.capacity[PER_ROW] and keys <= o.capacity[KEY_BYTES]
+            and values <= o.capacity[VALUE_BYTES]):
+        return True
+    memcpy(o.most, o.used, sizeof(o.used))
+    o.most[PER_ROW] = rows
+    o.most[KEY_BYTES] = keys
+    o.most[VALUE_BYTES] = values
+    return False
 
 
 cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
@@ -384,14 +417,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                     or header_key_at + r.header_key_bytes > header_key_room
                     or header_value_at + r.header_value_bytes > header_value_room))):
             store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
-            # Growth extrapolates from the input read so far: up to this record.
-            o.block_position = b.position
-            o.block_end = b.consumed
-            o.block_bytes = records_end - b.records
-            o.consumed = b.position + <Py_ssize_t>(
-                <double>(b.consumed - b.position) *
-                (<double>i / count if items != NULL
-                 else <double>(record - b.records) / (records_end - b.records)))
+            note_progress(b, o, record, i)
             # Room for the rest of the block; a v2 count is not trusted past
             # what its bytes can hold.
             st = needs_room(o, &r, key_bytes, value_bytes,
@@ -730,7 +756,7 @@ cdef class Collector:
         cdef int unit, i
         cdef ColumnMemory grown
         for unit in range(N_UNITS):
-            if self.o.needed[unit] <= self.o.capacity[unit]:
+            if max(self.o.needed[unit], self.o.most[unit]) <= self.o.capacity[unit]:
                 continue
             units = grown_units(&self.o, unit)
             for i in range(N_BUFFERS):
@@ -745,6 +771,7 @@ cdef class Collector:
                 self.memory[i] = grown
                 self.o.mem[i] = grown.memory
             self.o.capacity[unit] = units
+        memset(self.o.most, 0, sizeof(self.o.most))
         return 0
 
     cdef int added(self, int st, Py_ssize_t position) except -1:
