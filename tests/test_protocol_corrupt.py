@@ -108,6 +108,17 @@ def test_invalid_utf8_and_negative_lengths():
         METADATA_RESPONSE.decode(struct.pack(">ii", 0, -1), 3)
 
 
+def test_a_nullable_field_of_any_negative_length_is_null_as_java_reads_it():
+    body = (struct.pack(">ii", 0, 1) + struct.pack(">ih", 1, 1) + b"h" + struct.pack(">ih", 9092, -2)
+            + struct.pack(">hi", -300, 1) + struct.pack(">i", 0))
+    decoded, end = METADATA_RESPONSE.decode(body, 3)
+    assert end == len(body)
+    assert decoded["brokers"][0]["rack"] is None and decoded["brokers"][0]["port"] == 9092
+    assert decoded["cluster_id"] is None and decoded["controller_id"] == 1
+    with pytest.raises(ProtocolError, match="negative length -2"):
+        METADATA_RESPONSE.decode(struct.pack(">ii", 0, 1) + struct.pack(">ih", 1, -2) + bytes(20), 3)
+
+
 def test_tagged_field_with_wrong_size():
     body = {"responses": [{"topic": "t", "partitions": [
         {"current_leader": {"leader_id": 1, "leader_epoch": 2}}]}]}

@@ -348,9 +348,7 @@ class _Decoder(_Generator):
         if not nullable:
             self.emit(indent + 1, "raise _bad_length(n, pos)")
             return indent
-        self.emit(indent + 1, "if n != -1:")
-        self.emit(indent + 2, "raise _bad_length(n, pos)")
-        self.emit(indent + 1, f"{target} = None")
+        self.emit(indent + 1, f"{target} = None")           # any negative length, as Java reads it
         self.emit(indent, "else:")
         return indent + 1
 
