@@ -16,12 +16,17 @@ timed code (row count and a content checksum), so that it cannot silently
 measure nothing; nothing here asserts a speed. `kcodec bench` (kcodec/bench.py)
 times the same operations with interleaved repeats and prints the ratios.
 """
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 import kcodec
 from kcodec import bench
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from peers import missing_peer  # noqa: E402
 
 MATRIX = bench.DEFAULT_MATRIX
 COMPRESSED = [w for w in MATRIX if bench.WORKLOADS[w].compressed]
@@ -38,7 +43,7 @@ def peers():
 
 def _aiokafka(peers):
     if peers.get("aiokafka") is None:
-        pytest.skip("aiokafka is not installed")
+        missing_peer("aiokafka is not installed")
     return peers["aiokafka"]
 
 
@@ -99,7 +104,7 @@ def test_floor_crc_memcpy(benchmark, record_rate, bench_workload, peers, crc):
     wl = bench_workload
     floors = bench.crc_memcpy_floors(wl.data, wl.spec.magic, peers)
     if crc not in floors:
-        pytest.skip(f"{crc} is not installed")
+        missing_peer(f"{crc} is not installed")
     floor = floors[crc]
     expected = kcodec.crc32c(wl.data) if wl.spec.magic == 2 else kcodec.crc32(wl.data)
     assert floor() == expected                                  # once, untimed
