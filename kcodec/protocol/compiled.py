@@ -348,7 +348,9 @@ class _Decoder(_Generator):
         if not nullable:
             self.emit(indent + 1, "raise _bad_length(n, pos)")
             return indent
-        self.emit(indent + 1, f"{target} = None")           # any negative length, as Java reads it
+        # Any negative length is null, as in Kafka's generated readers (which
+        # also read a compact length of 2^31 or more as negative: not here).
+        self.emit(indent + 1, f"{target} = None")
         self.emit(indent, "else:")
         return indent + 1
 
