@@ -26,7 +26,7 @@ import kcodec
 from kcodec import bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from peers import missing_peer  # noqa: E402
+from needs import unavailable  # noqa: E402
 
 MATRIX = bench.DEFAULT_MATRIX
 COMPRESSED = [w for w in MATRIX if bench.WORKLOADS[w].compressed]
@@ -43,7 +43,7 @@ def peers():
 
 def _aiokafka(peers):
     if peers.get("aiokafka") is None:
-        missing_peer("aiokafka is not installed")
+        unavailable("aiokafka is not installed")
     return peers["aiokafka"]
 
 
@@ -104,7 +104,7 @@ def test_floor_crc_memcpy(benchmark, record_rate, bench_workload, peers, crc):
     wl = bench_workload
     floors = bench.crc_memcpy_floors(wl.data, wl.spec.magic, peers)
     if crc not in floors:
-        missing_peer(f"{crc} is not installed")
+        unavailable(f"{crc} is not installed")
     floor = floors[crc]
     expected = kcodec.crc32c(wl.data) if wl.spec.magic == 2 else kcodec.crc32(wl.data)
     assert floor() == expected                                  # once, untimed

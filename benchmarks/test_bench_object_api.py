@@ -18,7 +18,7 @@ import pytest
 import workloads as w
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from peers import missing_peer, require_module  # noqa: E402
+from needs import require_module, unavailable  # noqa: E402
 
 require_module("aiokafka.record._crecords")    # the compiled peer, not its fallback
 
@@ -63,7 +63,7 @@ def test_decode_reading_less(benchmark, record_rate, workload, reads, impl):
 def test_decode_kafkapython(benchmark, record_rate, workload):
     """The pure-Python reader, for reference: only the first ~2k records."""
     if w.KafkaPythonMemoryRecords is None:
-        missing_peer("kafka-python is not installed")
+        unavailable("kafka-python is not installed")
     assert w.kafkapython_digest(workload.prefix) == workload.prefix_digest
     benchmark.group = f"decode {workload.name}, first {workload.prefix_count} records"
     n = benchmark(w.kafkapython_decode, workload.prefix)

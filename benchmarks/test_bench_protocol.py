@@ -19,7 +19,7 @@ from kcodec.protocol import decode_response, encode_response
 from kcodec.protocol.messages import FETCH_RESPONSE, PRODUCE_REQUEST
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from peers import require_module  # noqa: E402
+from needs import require_module  # noqa: E402
 
 FETCH_VERSION = 12
 PRODUCE_VERSION = 9

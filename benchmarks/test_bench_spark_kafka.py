@@ -4,16 +4,14 @@ SparkSession needs the connector's jars, which a session already open in
 this process (the other Spark tests') cannot take. CI runs it once, small
 (--benchmark-disable); the README's figures come from the script itself."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from kafka_broker import BrokerUnavailable, broker, spark_kafka_jars  # noqa: E402,F401
+from needs import unavailable  # noqa: E402
 
 SCRIPT = Path(__file__).with_name("spark_kafka_bench.py")
 ROWS = 20_000
@@ -23,9 +21,7 @@ def test_bench_spark_kafka_source_vs_kafka_log(benchmark, broker):
     try:
         spark_kafka_jars()
     except BrokerUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
+        unavailable(str(exc))
     command = [sys.executable, str(SCRIPT), "--rows", str(ROWS), "--codec", "zstd",
                "--repeats", "1", "--bootstrap", broker.bootstrap,
                "--log-dirs", str(broker.log_dirs), "--topic", "spark-bench", "--json"]

@@ -9,7 +9,7 @@ import pytest
 
 from kcodec import bench
 from kcodec.cli import main
-from peers import missing_peer, require_module
+from needs import require_module, unavailable
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DECODE_HEADER = ["workload", "records", "records/batch", "kcodec.decode rec/s",
@@ -97,7 +97,7 @@ def test_writes_json(quick):
 
 def test_writes_png(quick):
     if not bench.matplotlib_available():
-        missing_peer("matplotlib is not installed")
+        unavailable("matplotlib is not installed")
     png = (quick["dir"] / "bench.png").read_bytes()
     assert png[:8] == PNG_SIGNATURE and len(png) > 1000
 

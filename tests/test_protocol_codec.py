@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from protocol_helpers import MESSAGE_VERSIONS, MESSAGES, plain, random_body  # noqa: E402
-from peers import require_module  # noqa: E402
+from needs import require_module  # noqa: E402
 
 import kcodec  # noqa: E402
 from kcodec.protocol import (  # noqa: E402

@@ -15,7 +15,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import require_module  # noqa: E402
+from needs import require_module  # noqa: E402
 
 confluent_kafka = require_module("confluent_kafka")
 from peers.librdkafka_mock import Message, MockCluster  # noqa: E402
