@@ -19,7 +19,7 @@
 #   [int32 length][4-byte prefix][int32 buffer index][int32 offset]  otherwise
 # whose data buffers are the input and the decompressed buffers themselves.
 cimport cython
-from libc.stdint cimport uintptr_t, uint8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
+from libc.stdint cimport uintptr_t, uint8_t, uint64_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
 from libc.stdlib cimport calloc, malloc, realloc, free
 from cpython.ref cimport PyObject
 from libc.string cimport memcpy, memset
@@ -30,6 +30,9 @@ from kcodec._core.records cimport (
     V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_record, raise_fault,
     read_v2_header, v2_records_end,
 )
+
+cdef extern from *:
+    int popcount "__builtin_popcountll" (unsigned long long) noexcept nogil
 
 cdef extern from "Python.h":
     void Py_IncRef(PyObject* o)
@@ -131,7 +134,6 @@ cdef struct Out:              # the column buffers being filled
     Py_ssize_t block_end           # and ends in the input, and its records' bytes
     Py_ssize_t block_bytes
     bint header_keys_ascii
-    Py_ssize_t nulls[N_NULLS]      # counted while filling
 
 
 cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
@@ -161,7 +163,6 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
 
 cdef struct Mark:             # the columns as they were before a block
     Py_ssize_t used[N_UNITS]
-    Py_ssize_t nulls[N_NULLS]
     bint header_keys_ascii
 
 
@@ -191,7 +192,6 @@ cdef void start_block(Block* b, Out* o, Py_ssize_t count) noexcept nogil:
     b.count = count
     b.done = 0
     memcpy(b.mark.used, o.used, sizeof(o.used))
-    memcpy(b.mark.nulls, o.nulls, sizeof(o.nulls))
     b.mark.header_keys_ascii = o.header_keys_ascii
 
 
@@ -204,7 +204,6 @@ cdef void take_back(Block* b, Out* o) noexcept nogil:
             for k in range(b.mark.used[UNIT[i]], o.used[UNIT[i]]):
                 o.mem[i][k >> 3] &= <uint8_t>~(1 << (k & 7))
     memcpy(o.used, b.mark.used, sizeof(o.used))
-    memcpy(o.nulls, b.mark.nulls, sizeof(o.nulls))
     o.header_keys_ascii = b.mark.header_keys_ascii
 
 
@@ -251,11 +250,23 @@ cdef int needs_room(Out* o, Slot* s, Py_ssize_t key_bytes, Py_ssize_t value_byte
     return st
 
 
-cdef inline bint mark(uint8_t* bitmap, Py_ssize_t i, bint flag) noexcept nogil:
-    """Set bit i when flag is true (bits are only ever set); returns flag."""
+cdef inline void mark(uint8_t* bitmap, Py_ssize_t i, bint flag) noexcept nogil:
+    """Set bit i when flag is true (bits are only ever set)."""
     if flag:
         bitmap[i >> 3] |= <uint8_t>(1 << (i & 7))
-    return flag
+
+
+cdef Py_ssize_t bits_set(const uint8_t* bitmap, Py_ssize_t n) noexcept nogil:
+    """How many of the first n bits are set. (Nulls are counted from the
+    bitmaps once, when the table is made, rather than per record.)"""
+    cdef Py_ssize_t k, total = 0
+    cdef uint64_t word
+    for k in range(n >> 6):
+        memcpy(&word, bitmap + 8 * k, 8)
+        total += popcount(word)
+    for k in range(n & ~63, n):
+        total += (bitmap[k >> 3] >> (k & 7)) & 1
+    return total
 
 
 cdef inline void put_view(const uint8_t* src, int32_t n, const uint8_t* window, int32_t buffer,
@@ -389,8 +400,6 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef Py_ssize_t header_value_at = o.used[HEADER_VALUE_BYTES]
     cdef Py_ssize_t header_keys_end, header_values_end
     cdef Py_ssize_t key_bytes, value_bytes
-    cdef Py_ssize_t null_timestamps = 0, null_keys = 0, null_values = 0, null_headers = 0
-    cdef Py_ssize_t null_header_values = 0
     cdef Py_ssize_t rows_room = o.capacity[PER_ROW], headers_room = o.capacity[PER_HEADER]
     cdef Py_ssize_t key_room = o.capacity[KEY_BYTES], value_room = o.capacity[VALUE_BYTES]
     cdef Py_ssize_t header_key_room = o.capacity[HEADER_KEY_BYTES]
@@ -429,10 +438,11 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                 break
         offset[row] = r.offset
         timestamp[row] = r.timestamp
-        null_timestamps += mark(timestamp_nulls, row, r.magic == 0)
+        if any_block:                                # v2 timestamps are never null
+            mark(timestamp_nulls, row, r.magic == 0)
         timestamp_type[row] = r.ts_type
-        null_keys += mark(key_nulls, row, r.key_len < 0)
-        null_values += mark(value_nulls, row, r.value_len < 0)
+        mark(key_nulls, row, r.key_len < 0)
+        mark(value_nulls, row, r.value_len < 0)
         if views:
             put_view(base + r.key_pos, r.key_len, window, buffer, key_views + 16 * row)
             put_view(base + r.value_pos, r.value_len, window, buffer, value_views + 16 * row)
@@ -445,7 +455,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                 copy_over(value_data + value_at, base + r.value_pos, value_bytes, records_end)
                 value_at += value_bytes
             value_offsets[row + 1] = <int32_t>value_at
-        null_headers += not mark(headers_valid, row, r.headers_count > 0)
+        mark(headers_valid, row, r.headers_count > 0)
         hp = base + r.headers_pos
         hend = base + r.headers_end
         header_keys_end = header_key_at + r.header_key_bytes
@@ -461,7 +471,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                 key_bits |= header_key_data[k]
             header_key_at += hk
             header_key_offsets[h + 1] = <int32_t>header_key_at
-            null_header_values += mark(header_value_nulls, h, hv < 0)
+            mark(header_value_nulls, h, hv < 0)
             if hv > 0:
                 copy_over(header_value_data + header_value_at, value, hv, hend)
                 header_value_at += hv
@@ -478,11 +488,6 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
             (<int32_t*>o.mem[B_LEADER_EPOCH])[row] = leader_epoch
         row += 1
         i += 1
-    o.nulls[NULL_TIMESTAMPS] += null_timestamps
-    o.nulls[NULL_KEYS] += null_keys
-    o.nulls[NULL_VALUES] += null_values
-    o.nulls[NULL_HEADERS] += null_headers
-    o.nulls[NULL_HEADER_VALUES] += null_header_values
     store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
     if key_bits & 0x80:
         o.header_keys_ascii = False
@@ -914,20 +919,27 @@ cdef class Collector:
         """The columns as a pyarrow.Table of record_schema, each column's
         memory handed to Arrow without a copy (see import_column)."""
         cdef Py_ssize_t rows = self.o.used[PER_ROW], nh = self.o.used[PER_HEADER]
-        cdef Py_ssize_t size, k
+        cdef Py_ssize_t size, k, units
         cdef int i, j, n_views = len(self.buffers) if self.views else 0
         cdef int nulls, valid, view_buffer, offsets
         cdef ColumnMemory m
         cdef uint8_t* shrunk
         cdef const void* mem[N_BUFFERS]
+        cdef Py_ssize_t nulls_of[N_NULLS]
         cdef Export* e
         cdef ArrowArray* a
+        memset(nulls_of, 0, sizeof(nulls_of))
         for i in range(N_BUFFERS):
             mem[i] = NULL
-            # Arrow takes no validity without nulls.
-            if not self.o.enabled[i] or NULLS_IN[i] >= 0 and not self.o.nulls[NULLS_IN[i]]:
+            if not self.o.enabled[i]:
                 continue
-            size = buffer_bytes(i, self.o.used[UNIT[i]])
+            units = self.o.used[UNIT[i]]
+            if NULLS_IN[i] >= 0:
+                k = bits_set(self.o.mem[i], units)
+                nulls_of[NULLS_IN[i]] = k if INVERTED[i] else units - k
+                if not nulls_of[NULLS_IN[i]]:
+                    continue                           # Arrow takes no validity without nulls
+            size = buffer_bytes(i, units)
             m = self.memory[i]
             if INVERTED[i]:
                 for k in range(size):                  # nulls into validity
@@ -945,7 +957,7 @@ cdef class Collector:
                 (1, NULL_VALUES, B_VALUE_NULLS, B_VALUE_VIEWS, B_VALUE_OFFSETS)):
             if self.views:
                 e = self.new_column((valid, view_buffer), n_views)
-                a = new_array(e, rows, self.o.nulls[nulls], mem[valid], mem[view_buffer], NULL,
+                a = new_array(e, rows, nulls_of[nulls], mem[valid], mem[view_buffer], NULL,
                               2 + n_views + 1)
                 for j in range(n_views):
                     a.buffers[2 + j] = <const void*><uintptr_t>self.buffers[j].address
@@ -953,22 +965,22 @@ cdef class Collector:
                 a.buffers[2 + n_views] = e.view_sizes
             else:
                 e = self.new_column((valid, offsets, offsets + 1))
-                new_array(e, rows, self.o.nulls[nulls], mem[valid], mem[offsets],
+                new_array(e, rows, nulls_of[nulls], mem[valid], mem[offsets],
                           mem[offsets + 1], 3)
             columns.append(import_column(e, types[i]))
         for i, valid in ((B_OFFSET, B_OFFSET), (B_TIMESTAMP, B_TIMESTAMP_NULLS),
                          (B_TIMESTAMP_TYPE, B_TIMESTAMP_TYPE)):
             e = self.new_column((i, valid))
-            new_array(e, rows, self.o.nulls[NULL_TIMESTAMPS] if i == B_TIMESTAMP else 0,
+            new_array(e, rows, nulls_of[NULL_TIMESTAMPS] if i == B_TIMESTAMP else 0,
                       mem[valid], mem[i], NULL, 2)
             columns.append(import_column(e, types[len(columns)]))
         e = self.new_column(tuple(range(B_HEADER_LIST_OFFSETS, B_HEADER_VALUE_NULLS + 1)))
-        a = new_array(e, rows, self.o.nulls[NULL_HEADERS], mem[B_HEADERS_VALID],
+        a = new_array(e, rows, nulls_of[NULL_HEADERS], mem[B_HEADERS_VALID],
                       mem[B_HEADER_LIST_OFFSETS], NULL, 2, 1)
         a = add_child(a, new_array(e, nh, 0, NULL, NULL, NULL, 1, 2))     # the structs
         add_child(a, new_array(e, nh, 0, NULL, mem[B_HEADER_KEY_OFFSETS], mem[B_HEADER_KEY_DATA],
                                3))
-        add_child(a, new_array(e, nh, self.o.nulls[NULL_HEADER_VALUES], mem[B_HEADER_VALUE_NULLS],
+        add_child(a, new_array(e, nh, nulls_of[NULL_HEADER_VALUES], mem[B_HEADER_VALUE_NULLS],
                                mem[B_HEADER_VALUE_OFFSETS], mem[B_HEADER_VALUE_DATA], 3))
         if self.o.header_keys_ascii:
             columns.append(import_column(e, HEADER_LIST_TYPE))
