@@ -257,13 +257,13 @@ cdef inline void mark(uint8_t* bitmap, Py_ssize_t i, bint flag) noexcept nogil:
 
 
 cdef Py_ssize_t bits_set(const uint8_t* bitmap, Py_ssize_t n) noexcept nogil:
-    """How many of the first n bits are set. (Nulls are counted from the
-    bitmaps once, when the table is made, rather than per record.)"""
+    """How many of the first n bits are set."""
     cdef Py_ssize_t k, total = 0
     cdef uint64_t word
     for k in range(n >> 6):
         memcpy(&word, bitmap + 8 * k, 8)
-        total += popcount(word)
+        if word:                                   # null bitmaps: mostly zeros
+            total += popcount(word)
     for k in range(n & ~63, n):
         total += (bitmap[k >> 3] >> (k & 7)) & 1
     return total
@@ -438,7 +438,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                 break
         offset[row] = r.offset
         timestamp[row] = r.timestamp
-        if any_block:                                # v2 timestamps are never null
+        if any_block:                   # a PlainV2Block's records are v2: never a null timestamp
             mark(timestamp_nulls, row, r.magic == 0)
         timestamp_type[row] = r.ts_type
         mark(key_nulls, row, r.key_len < 0)
@@ -919,7 +919,7 @@ cdef class Collector:
         """The columns as a pyarrow.Table of record_schema, each column's
         memory handed to Arrow without a copy (see import_column)."""
         cdef Py_ssize_t rows = self.o.used[PER_ROW], nh = self.o.used[PER_HEADER]
-        cdef Py_ssize_t size, k, units
+        cdef Py_ssize_t size, k, units, set_bits
         cdef int i, j, n_views = len(self.buffers) if self.views else 0
         cdef int nulls, valid, view_buffer, offsets
         cdef ColumnMemory m
@@ -935,8 +935,9 @@ cdef class Collector:
                 continue
             units = self.o.used[UNIT[i]]
             if NULLS_IN[i] >= 0:
-                k = bits_set(self.o.mem[i], units)
-                nulls_of[NULLS_IN[i]] = k if INVERTED[i] else units - k
+                # Nulls are counted here, once, rather than per record by fill.
+                set_bits = bits_set(self.o.mem[i], units)
+                nulls_of[NULLS_IN[i]] = set_bits if INVERTED[i] else units - set_bits
                 if not nulls_of[NULLS_IN[i]]:
                     continue                           # Arrow takes no validity without nulls
             size = buffer_bytes(i, units)
