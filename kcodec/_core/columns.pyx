@@ -333,13 +333,20 @@ ctypedef fused BlockKind:
     PlainV2Block
 
 
+cdef inline Py_ssize_t v2_records_left(Py_ssize_t count, Py_ssize_t done,
+                                      Py_ssize_t bytes_left) noexcept nogil:
+    """How many more records a v2 block can add, `done` of `count` added with
+    bytes_left bytes to go: its count is not trusted past what its bytes hold."""
+    return min(count - done, bytes_left // V2_MIN_RECORD + 1)
+
+
 cdef inline bint rest_of_block_fits(Block* b, Out* o) noexcept nogil:
     """Whether the rows, keys and values of a v2 block's remaining records fit
     whatever they are: none can hold more key or value bytes than the block
     has left, nor be more than its count or its bytes allow. If not, o.most
     gets the units they need at most."""
     cdef Py_ssize_t bytes_left = b.end - b.next
-    cdef Py_ssize_t rows = o.used[PER_ROW] + min(b.count - b.done, bytes_left // V2_MIN_RECORD + 1)
+    cdef Py_ssize_t rows = o.used[PER_ROW] + v2_records_left(b.count, b.done, bytes_left)
     cdef Py_ssize_t keys = o.used[KEY_BYTES] + bytes_left
     cdef Py_ssize_t values = o.used[VALUE_BYTES] + bytes_left
     if (rows <= o.capacity[PER_ROW] and keys <= o.capacity[KEY_BYTES]
@@ -427,11 +434,10 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                     or header_value_at + r.header_value_bytes > header_value_room))):
             store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
             note_progress(b, o, record, i)
-            # Room for the rest of the block; a v2 count is not trusted past
-            # what its bytes can hold.
+            # Room for the rest of the block.
             st = needs_room(o, &r, key_bytes, value_bytes,
                             count - i if items != NULL else
-                            min(count - i, (records_end - record) // V2_MIN_RECORD + 1),
+                            v2_records_left(count, i, records_end - record),
                             0 if items != NULL else records_end - record)
             if st:
                 p = record
