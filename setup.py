@@ -8,9 +8,11 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 CORE = Path("kcodec") / "_core"
-# columns.pyx compiles its record loop twice (fill_records); by default GCC
-# then stops inlining the record parser into it, and calls it per record.
-COLUMNS_INLINING = "--param=max-inline-insns-single=2000"
+# columns.pyx compiles its record loop three times (fill_records); by default
+# GCC then stops inlining the record parser and the copies into them (its
+# growth limits for one function and for the module), and calls them per record.
+COLUMNS_INLINING = ["--param=max-inline-insns-single=2000", "--param=inline-unit-growth=200",
+                    "--param=large-function-growth=1000"]
 
 
 class BuildExt(build_ext):
@@ -21,16 +23,16 @@ class BuildExt(build_ext):
         if self.compiler.compiler_type == "unix" and self._compiles_with(COLUMNS_INLINING):
             for ext in self.extensions:
                 if ext.name == "kcodec._core.columns":
-                    ext.extra_compile_args.append(COLUMNS_INLINING)
+                    ext.extra_compile_args.extend(COLUMNS_INLINING)
         super().build_extensions()
 
-    def _compiles_with(self, flag):
+    def _compiles_with(self, flags):
         with tempfile.TemporaryDirectory() as tmp:
             probe = Path(tmp) / "probe.c"
             probe.write_text("int kcodec_probe(void) { return 0; }\n")
             try:
                 self.compiler.compile([str(probe)], output_dir=tmp,
-                                      extra_postargs=["-Werror", flag])
+                                      extra_postargs=["-Werror", *flags])
             except Exception:         # CompileError, or a compiler that cannot run
                 return False
         return True
