@@ -49,9 +49,11 @@ def test_bit_flip_in_a_batch(copy):
     seg = log.segments[1]
     start, end, base, last = segment_batches(seg)[2]
     flip(seg.log_path, start + 70)
-    with pytest.raises(CrcMismatchError) as info:
-        log.decode()
-    assert info.value.source == seg.log_path and info.value.position == start
+    for decode in (log.decode, lambda **o: list(log.iter_decode(**o))):
+        for isolation in ("read_uncommitted", "read_committed"):
+            with pytest.raises(CrcMismatchError) as info:
+                decode(isolation=isolation)
+            assert info.value.source == seg.log_path and info.value.position == start
     with pytest.raises(KafkaFormatError) as info:
         list(log.read_records())
     assert info.value.source == seg.log_path and info.value.position == start

@@ -360,10 +360,11 @@ def corrupted(tmp_path, histories):
     return directory, corrupt_one_batch(directory)
 
 
-def test_corrupt_data_fails_naming_file_and_byte(spark, corrupted):
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_corrupt_data_fails_naming_file_and_byte(spark, corrupted, isolation):
     directory, (path, start, *_) = corrupted
     with pytest.raises(Exception) as failure:
-        read(spark, directory).count()
+        read(spark, directory, **{"kafka.isolation.level": isolation}).count()
     assert f"{path}" in str(failure.value) and f"byte {start}" in str(failure.value)
 
 

@@ -278,6 +278,7 @@ class PartitionLog:
                                       lambda: max_bytes / expansion)
             for first, last, first_offset in chunks:
                 view = seg.view(first, last)
+                error = None
                 try:
                     table = decode_record_set(
                         view, isolation=isolation, topic=self.topic, partition=self.partition,
@@ -286,9 +287,12 @@ class PartitionLog:
                         end_offset=end_offset, verify_crc=self.verify_crc,
                         max_decompressed_bytes=self.max_decompressed_bytes)
                 except KafkaFormatError as exc:
-                    raise located(exc, seg.log_path, first) from None
-                finally:
-                    view.release()
+                    error = located(exc, seg.log_path, first)
+                # Raised only once the handler is over: the frames in exc's
+                # traceback may hold exports of the view, which release refuses.
+                view.release()
+                if error is not None:
+                    raise error
                 if max_bytes is not None:
                     if table.num_rows:
                         expansion = max(table.nbytes / (last - first), 0.5)

@@ -108,8 +108,10 @@ def _decode_chunk(view, base, final, split, options, report):
         return [decode(view, **_decode_options(split, options, view, final))]
     except KafkaFormatError as exc:
         error = located(exc, split.path, base)
-        if options.on_corrupt_data != "skip":
-            raise error from None
+    if options.on_corrupt_data != "skip":
+        # Raised outside the handler, so that exc's traceback, whose frames
+        # may hold exports of the view, is gone when read_split releases it.
+        raise error
     tables, run = [], None
     for event in scan(_Chunk(view, split.path)):
         if event[0] == "batch":
