@@ -6,6 +6,7 @@ import os
 import pkgutil
 import struct
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 from pyspark.sql import functions as F
@@ -366,6 +367,24 @@ def test_corrupt_data_fails_naming_file_and_byte(spark, corrupted, isolation):
     with pytest.raises(Exception) as failure:
         read(spark, directory, **{"kafka.isolation.level": isolation}).count()
     assert f"{path}" in str(failure.value) and f"byte {start}" in str(failure.value)
+
+
+def test_an_error_other_than_corrupt_data_is_not_replaced_by_the_chunk_release(
+        corrupted, monkeypatch):
+    """A task's chunk view is released as the error leaves read_split: an
+    export of it still held by the error's frames must not turn the error
+    into BufferError."""
+    import kcodec.spark.read as split_reader
+    directory, _ = corrupted
+
+    def decode_out_of_memory(view, **options):
+        held = pa.py_buffer(view)        # an export of the view, as the core takes one
+        raise MemoryError(f"{held.size} bytes")
+    monkeypatch.setattr(split_reader, "decode", decode_out_of_memory)
+    options = parse_options({"path": directory})
+    split = plan([directory], options)[0][0]
+    with pytest.raises(MemoryError):
+        list(read_split(split, options))
 
 
 def test_corrupt_data_skipped_and_counted(spark, corrupted, histories, tmp_path):

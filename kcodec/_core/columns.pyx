@@ -313,6 +313,8 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
                 st = fill_records(b, o, <HeaderlessV2Block*>NULL)
                 if st != HEADERS_AHEAD:
                     return st
+                # Still fits: no record takes fewer than V2_MIN_RECORD bytes,
+                # nor adds more key or value bytes than it has.
                 o.headers_seen = True
             return fill_records(b, o, <PlainV2Block*>NULL)
         if (b.end - b.next <= MAX_RESERVED_BLOCK and o.most[KEY_BYTES] <= MAX_ARROW_BYTES

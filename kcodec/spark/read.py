@@ -1,5 +1,6 @@
 """Decoding one split inside a Spark task: byte ranges of a segment handed
 to the compiled core (kcodec.decode), one Arrow table per chunk."""
+import contextlib
 import json
 import logging
 import os
@@ -83,8 +84,15 @@ def read_split(split, options, report=None):
                     report.rows += table.num_rows
                     yield table
                 report.log_bytes += b - a
-            finally:
+            except BaseException:
+                # The error's frames may still hold exports of the view: then
+                # it goes with them, and the error is not replaced.
+                with contextlib.suppress(BufferError):
+                    view.release()
+                raise
+            else:
                 view.release()
+            finally:
                 source.done_with(a, b)
     finally:
         source.close()
@@ -107,8 +115,8 @@ def _decode_chunk(view, base, final, split, options, report):
     try:
         return [decode(view, **_decode_options(split, options, view, final))]
     except KafkaFormatError as exc:
-        error = located(exc, split.path, base)
-    if options.on_corrupt_data != "skip":
+        error = None if options.on_corrupt_data == "skip" else located(exc, split.path, base)
+    if error is not None:
         # Raised outside the handler, so that exc's traceback, whose frames
         # may hold exports of the view, is gone when read_split releases it.
         raise error
