@@ -8,7 +8,7 @@ from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import RecordIterator, _check_isolation, committed, overlaps
 from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
-from .segment import Segment, located
+from .segment import Segment, located, released
 from ..records import TransactionTracker
 from .transactions import fetch_aborted
 
@@ -277,22 +277,17 @@ class PartitionLog:
                 chunks = self._chunks(seg, position, end_offset, max_rows,
                                       lambda: max_bytes / expansion)
             for first, last, first_offset in chunks:
-                view = seg.view(first, last)
-                error = None
-                try:
-                    table = decode_record_set(
-                        view, isolation=isolation, topic=self.topic, partition=self.partition,
-                        aborted=None if aborted is None else fetch_aborted(aborted, first_offset),
-                        batch_columns=batch_columns, start_offset=start_offset,
-                        end_offset=end_offset, verify_crc=self.verify_crc,
-                        max_decompressed_bytes=self.max_decompressed_bytes)
-                except KafkaFormatError as exc:
-                    error = located(exc, seg.log_path, first)
-                # Raised only once the handler is over: the frames in exc's
-                # traceback may hold exports of the view, which release refuses.
-                view.release()
-                if error is not None:
-                    raise error
+                chunk_aborted = None if aborted is None else fetch_aborted(aborted, first_offset)
+                with released(seg.view(first, last)) as view:
+                    try:
+                        table = decode_record_set(
+                            view, isolation=isolation, topic=self.topic, partition=self.partition,
+                            aborted=chunk_aborted, batch_columns=batch_columns,
+                            start_offset=start_offset, end_offset=end_offset,
+                            verify_crc=self.verify_crc,
+                            max_decompressed_bytes=self.max_decompressed_bytes)
+                    except KafkaFormatError as exc:
+                        raise located(exc, seg.log_path, first) from None
                 if max_bytes is not None:
                     if table.num_rows:
                         expansion = max(table.nbytes / (last - first), 0.5)

@@ -5,6 +5,7 @@ The .log is mapped read-only and slices of the map go to the compiled codec
 as they are; errors the codec raises are re-raised with the file and the
 byte position in it.
 """
+import contextlib
 import copy
 import mmap
 import os
@@ -29,6 +30,20 @@ def located(exc, source, base):
         moved.position = exc.position + base
     moved.args = (moved._describe(),)
     return moved
+
+
+@contextlib.contextmanager
+def released(view):
+    """`view`, released when the block ends. An error leaving the block may
+    hold exports of it in its traceback's frames: then the view goes with
+    them, and release's BufferError does not replace the error."""
+    try:
+        yield view
+    except BaseException:
+        with contextlib.suppress(BufferError):
+            view.release()
+        raise
+    view.release()
 
 
 class Segment:

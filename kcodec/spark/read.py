@@ -1,6 +1,5 @@
 """Decoding one split inside a Spark task: byte ranges of a segment handed
 to the compiled core (kcodec.decode), one Arrow table per chunk."""
-import contextlib
 import json
 import logging
 import os
@@ -9,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..arrow import decode
 from ..errors import KafkaFormatError
-from ..log.segment import Segment, located
+from ..log.segment import Segment, located, released
 from ..log.transactions import fetch_aborted
 from ..log.verify import scan
 
@@ -77,21 +76,13 @@ def read_split(split, options, report=None):
     source = _Source(split)
     try:
         for a, b in zip(bounds, bounds[1:]):
-            view = source.read(a, b)
             try:
-                final = split.at_file_end and b == split.end
-                for table in _decode_chunk(view, a, final, split, options, report):
-                    report.rows += table.num_rows
-                    yield table
-                report.log_bytes += b - a
-            except BaseException:
-                # The error's frames may still hold exports of the view: then
-                # it goes with them, and the error is not replaced.
-                with contextlib.suppress(BufferError):
-                    view.release()
-                raise
-            else:
-                view.release()
+                with released(source.read(a, b)) as view:
+                    final = split.at_file_end and b == split.end
+                    for table in _decode_chunk(view, a, final, split, options, report):
+                        report.rows += table.num_rows
+                        yield table
+                    report.log_bytes += b - a
             finally:
                 source.done_with(a, b)
     finally:
@@ -115,11 +106,8 @@ def _decode_chunk(view, base, final, split, options, report):
     try:
         return [decode(view, **_decode_options(split, options, view, final))]
     except KafkaFormatError as exc:
-        error = None if options.on_corrupt_data == "skip" else located(exc, split.path, base)
-    if error is not None:
-        # Raised outside the handler, so that exc's traceback, whose frames
-        # may hold exports of the view, is gone when read_split releases it.
-        raise error
+        if options.on_corrupt_data != "skip":
+            raise located(exc, split.path, base) from None
     tables, run = [], None
     for event in scan(_Chunk(view, split.path)):
         if event[0] == "batch":
