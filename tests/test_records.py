@@ -34,6 +34,31 @@ def test_any_buffer_is_input(wrap):
         b"a", b"b", 5, (("h", None),))
 
 
+FIELDS = ("offset", "timestamp", "key", "value", "headers")
+
+
+def uninterned(name):
+    """The same name as a string object of its own, which Record's fast path
+    (matching interned names by identity) does not recognise."""
+    return "".join(list(name))
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_fields_read_by_name_or_by_a_built_string_agree(magic):
+    headers = [("h", b"x"), ("n", None)] if magic == 2 else []
+    data = kcodec.encode([(b"k", b"v", 10), (None, None, 11, headers)], magic=magic)
+    records = list(kcodec.read_records(data)) + [kcodec.Record(b"a", None, 5, [("h", b"y")])]
+    for record in records:
+        for name in FIELDS:
+            assert uninterned(name) is not name
+            assert getattr(record, uninterned(name)) == getattr(record, name)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
+        (0, 10 if magic else -1, b"k", b"v"), (1, 11 if magic else -1, None, None), (0, 5, b"a", None)]
+    assert records[1].headers == tuple(headers)
+    with pytest.raises(AttributeError):
+        getattr(records[0], uninterned("no_such_field"))
+
+
 def test_complete_entry_with_size_below_minimum_is_corrupt_not_partial():
     data = bytes.fromhex("0000000000000003" "00000003" "feb01d")
     with pytest.raises(kcodec.CorruptRecordError) as err:

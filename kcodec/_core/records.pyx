@@ -15,6 +15,7 @@
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBuffer_FillInfo, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.object cimport PyObject_GenericGetAttr
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
 from libc.stdlib cimport malloc, free
@@ -228,6 +229,10 @@ cdef class ControlRecord:
                 f"coordinator_epoch={self.coordinator_epoch})")
 
 
+cdef str S_OFFSET = "offset", S_TIMESTAMP = "timestamp", S_KEY = "key", S_VALUE = "value"
+cdef str S_HEADERS = "headers"
+
+
 @cython.final
 @cython.no_gc
 @cython.freelist(256)
@@ -261,17 +266,39 @@ cdef class Record:
         self.sequence = -1
         self.magic = 2
 
-    @property
-    def key(self):
+    def __getattribute__(self, name):
+        # CPython 3.11 does not specialize attribute reads through C getters;
+        # answering the fields a consumer's loop reads here, by the interned
+        # name's identity, halves what each read costs.
+        if name is S_VALUE:
+            return self._value()
+        if name is S_OFFSET:
+            return self.offset
+        if name is S_KEY:
+            return self._key()
+        if name is S_TIMESTAMP:
+            return self.timestamp
+        if name is S_HEADERS:
+            return self._headers_tuple()
+        return PyObject_GenericGetAttr(self, name)
+
+    cdef object _key(self):
         if self.key_len < 0:
             return None
         return PyBytes_FromStringAndSize(<const char*>self.src.base + self.key_pos, self.key_len)
 
-    @property
-    def value(self):
+    cdef object _value(self):
         if self.value_len < 0:
             return None
         return PyBytes_FromStringAndSize(<const char*>self.src.base + self.value_pos, self.value_len)
+
+    @property
+    def key(self):
+        return self._key()
+
+    @property
+    def value(self):
+        return self._value()
 
     @property
     def key_view(self):
@@ -285,12 +312,15 @@ cdef class Record:
     def timestamp_type(self):
         return "NoTimestampType" if self.ts_type < 0 else TIMESTAMP_TYPES[self.ts_type]
 
-    @property
-    def headers(self):
+    cdef tuple _headers_tuple(self):
         if self._headers is None:
             self._headers = decode_headers(self.src, self.headers_pos, self.headers_end,
                                            self.headers_count, self.offset)
         return self._headers
+
+    @property
+    def headers(self):
+        return self._headers_tuple()
 
     def __repr__(self):
         return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
@@ -804,35 +834,49 @@ cdef class BatchReader:
 cdef class RecordIterator:
     """Flattens batches into records (skipping control batches unless asked,
     and records outside [start_offset, end_offset)) without a Python
-    generator frame per record."""
+    generator frame per record. A data batch's records are made one at a time
+    from its parsed slots, so each is made just before it is used."""
     cdef object batches
     cdef bint include_control
     cdef int64_t start_offset, end_offset
-    cdef list current
-    cdef Py_ssize_t index
+    cdef Slots slots                     # the current data batch's
+    cdef list controls                   # or the current control batch's records
+    cdef Py_ssize_t index, count
 
     def __init__(self, batches, bint include_control=False, start_offset=None, end_offset=None):
         self.batches = iter(batches)
         self.include_control = include_control
         self.start_offset = INT64_MIN if start_offset is None else start_offset
         self.end_offset = INT64_MAX if end_offset is None else end_offset
-        self.current = []
-        self.index = 0
+        self.index = self.count = 0
 
     def __iter__(self):
         return self
 
     def __next__(self):
         cdef Batch batch
+        cdef Slot* s
         cdef Record record
         while True:
-            while self.index >= len(self.current):
+            while self.index >= self.count:
                 batch = next(self.batches)
-                if batch.attributes & 0x20 and batch.magic == 2 and not self.include_control:
-                    continue
-                self.current = batch._loaded()
-                self.index = 0
-            record = self.current[self.index]
-            self.index += 1
-            if self.start_offset <= record.offset < self.end_offset:
-                return record
+                self.index = self.count = 0
+                if batch.attributes & 0x20 and batch.magic == 2:
+                    if not self.include_control:
+                        continue
+                    self.slots = None
+                    self.controls = batch._loaded()      # validates every control key
+                    self.count = len(self.controls)
+                else:
+                    self.slots = batch.parsed()
+                    self.count = self.slots.count
+            if self.slots is not None:
+                s = &self.slots.items[self.index]
+                self.index += 1
+                if self.start_offset <= s.offset < self.end_offset:
+                    return new_record(self.slots.src, s)
+            else:
+                record = self.controls[self.index]
+                self.index += 1
+                if self.start_offset <= record.offset < self.end_offset:
+                    return record
