@@ -4,9 +4,26 @@ from pathlib import Path
 
 import pytest
 
+from kcodec._core.columns import handed_back_batches
 from needs import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "invalid_input: the test decodes data that fails "
+                            "Kafka's checks (the compiled scan may hand batches back)")
+
+
+@pytest.fixture(autouse=True)
+def compiled_scan_takes_valid_input_whole(request):
+    """On valid input the compiled scan hands no batch back to BatchReader: the
+    rows would still be right, so only this shows a scan that wrongly rejects
+    a batch (and reads it again, slower)."""
+    before = handed_back_batches()
+    yield
+    if request.node.get_closest_marker("invalid_input") is None:
+        assert handed_back_batches() == before, "the compiled scan handed a batch back"
 
 
 def fixtures_dir():

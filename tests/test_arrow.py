@@ -74,6 +74,7 @@ def test_fixture_record_sets(fixture_record_sets):
         assert table.num_rows == entry["record_count"]
 
 
+@pytest.mark.invalid_input
 def test_errors_are_the_object_apis():
     data = bytearray(kcodec.encode(RECORDS, compression="none"))
     data[61] = 0x01                        # the first record's length: -1
@@ -182,6 +183,7 @@ def _batch_with_bad_record(codec, base_offset):
     return bytes(batch)
 
 
+@pytest.mark.invalid_input
 @pytest.mark.parametrize("codec", ["none", "lz4", "gzip"])
 @pytest.mark.parametrize("views", [False, True])
 def test_a_record_failing_its_checks_mid_batch_raises_what_read_records_raises(codec, views):

@@ -24,6 +24,8 @@ from kafka_bytes import (
     zigzag_varint,
 )
 
+pytestmark = pytest.mark.invalid_input
+
 LIES = [0, -1, -2, 1, 3, 1 << 20, 1 << 30, INT32_MAX, INT32_MIN]
 LIMIT = 4 << 20                       # max_decompressed_bytes for hostile input
 MEMORY_BOUND = 3 * LIMIT              # peak traced Python allocations per decode
