@@ -269,7 +269,9 @@ cdef class Record:
     def __getattribute__(self, name):
         # CPython 3.11 does not specialize attribute reads through C getters;
         # answering the fields a consumer's loop reads here, by the interned
-        # name's identity, halves what each read costs.
+        # name's identity, skips the type lookup and descriptor call (a read
+        # of offset: about 14 ns against 23). Other spellings reach the
+        # properties below.
         if name is S_VALUE:
             return self._value()
         if name is S_OFFSET:
