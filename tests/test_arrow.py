@@ -241,10 +241,10 @@ def test_encode_decode_round_trip_is_byte_identical():
 
 def varied_records(n, seed):
     """Keys, values and headers of every length class the copies treat apart
-    (empty, up to 16, up to 32, longer, null), in random order."""
+    (empty, up to 8, 16, 32, 64, 128, 256, longer, null), in random order."""
     import random
     rng = random.Random(seed)
-    lengths = [0, 1, 7, 15, 16, 17, 31, 32, 33, 100, 255, 256, 257, 300]
+    lengths = [0, 1, 4, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 129, 255, 256, 257, 300]
 
     def blob():
         size = rng.choice(lengths + [None])
@@ -265,6 +265,17 @@ def exact_size(array):
         pa.binary(), len(array),
         [validity, pa.py_buffer(offsets), pa.py_buffer(data.to_pybytes()[:end])],
         array.null_count)
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+@pytest.mark.parametrize("max_batch_bytes", [1, 3000, 1 << 20])
+def test_keys_values_and_headers_of_every_length_class_the_copies_treat_apart(codec,
+                                                                            max_batch_bytes):
+    records = varied_records(500, max_batch_bytes)
+    data = kcodec.encode(records, compression=codec, max_batch_bytes=max_batch_bytes)
+    table = assert_same_rows(data)
+    assert table.column("key").to_pylist() == [r[0] for r in records]
+    assert table.column("value").to_pylist() == [r[1] for r in records]
 
 
 @pytest.mark.parametrize("compression", ["none", "lz4"])

@@ -137,14 +137,24 @@ cdef inline void copy_bytes(uint8_t* dst, const uint8_t* src, Py_ssize_t n) noex
     """memcpy, inlined for the short keys and values most records have (a call
     to memcpy costs more than copying them). Fixed-size memcpys are single moves."""
     cdef Py_ssize_t i
-    if n > 256:
-        memcpy(dst, src, n)
-    elif n >= 16:
+    if n > 128:
+        if n > 256:
+            memcpy(dst, src, n)
+            return
         i = 0
         while i + 16 < n:
             memcpy(dst + i, src + i, 16)
             i += 16
         memcpy(dst + n - 16, src + n - 16, 16)      # the tail, overlapping
+    elif n > 64:                                    # two copies that overlap in the middle
+        memcpy(dst, src, 64)
+        memcpy(dst + n - 64, src + n - 64, 64)
+    elif n > 32:
+        memcpy(dst, src, 32)
+        memcpy(dst + n - 32, src + n - 32, 32)
+    elif n >= 16:
+        memcpy(dst, src, 16)
+        memcpy(dst + n - 16, src + n - 16, 16)
     elif n >= 8:
         memcpy(dst, src, 8)
         memcpy(dst + n - 8, src + n - 8, 8)
@@ -163,15 +173,10 @@ cdef enum:
 cdef inline void copy_over(uint8_t* dst, const uint8_t* src, Py_ssize_t n,
                            const uint8_t* src_end) noexcept nogil:
     """copy_bytes into a buffer with COPY_SLACK bytes to spare past dst + n:
-    where the source has them (before src_end), whole 16-byte blocks are
-    copied, so keys and values of varying length take no branch on it."""
-    cdef Py_ssize_t i = 0
+    a key or value of up to 32 bytes, where the source has 32 (before
+    src_end), is copied whole in one move, taking no branch on its length."""
     if n <= 32 and src_end - src >= 32:
         memcpy(dst, src, 32)
-    elif n <= 256 and src_end - src >= n + 15:
-        while i < n:
-            memcpy(dst + i, src + i, 16)
-            i += 16
     else:
         copy_bytes(dst, src, n)
 
