@@ -389,7 +389,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef V2Base v2 = b.v2
     cdef const uint8_t* base = b.base
     cdef const uint8_t* records_end = b.end
-    cdef Py_ssize_t count = b.count, i = b.done     # legacy wrappers: count may pass int32
+    cdef Py_ssize_t count = b.count     # legacy wrappers: count may pass int32
     cdef const uint8_t* p = b.next
     cdef const uint8_t* record
     cdef const uint8_t* hp
@@ -421,6 +421,10 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef uint8_t* header_value_nulls = o.mem[B_HEADER_VALUE_NULLS]
     cdef bint batch_columns = o.enabled[B_PRODUCER_ID], views = o.views and any_block
     cdef Py_ssize_t row = o.used[PER_ROW], h = o.used[PER_HEADER]
+    # The record index is row + row_to_index: one counter for both, and the
+    # loop ends at stop_row.
+    cdef Py_ssize_t first_row = row, row_to_index = b.done - row
+    cdef Py_ssize_t stop_row = row + count - b.done
     cdef Py_ssize_t key_at = o.used[KEY_BYTES], value_at = o.used[VALUE_BYTES]
     cdef Py_ssize_t header_key_at = o.used[HEADER_KEY_BYTES]
     cdef Py_ssize_t header_value_at = o.used[HEADER_VALUE_BYTES]
@@ -436,12 +440,12 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef bint transactional = b.transactional
     cdef const uint8_t* window = b.window
     cdef int32_t buffer = b.buffer
-    while i < count:
+    while row < stop_row:
         record = p
         if items != NULL:
-            r = items[i]
-        elif parse_v2_record(base, &p, records_end, <int32_t>count, <int32_t>i, &v2, &r,
-                             &b.fault):
+            r = items[row + row_to_index]
+        elif parse_v2_record(base, &p, records_end, <int32_t>count,
+                             <int32_t>(row + row_to_index), &v2, &r, &b.fault):
             st = 2
             break
         if headerless and r.headers_count > 0:
@@ -456,20 +460,20 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                     or header_key_at + r.header_key_bytes > header_key_room
                     or header_value_at + r.header_value_bytes > header_value_room))):
             store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
-            note_progress(b, o, record, i)
+            note_progress(b, o, record, row + row_to_index)
             # Room for the rest of the block.
             st = needs_room(o, &r, key_bytes, value_bytes,
-                            count - i if items != NULL else
-                            v2_records_left(count, i, records_end - record),
+                            stop_row - row if items != NULL else
+                            v2_records_left(count, row + row_to_index, records_end - record),
                             0 if items != NULL else records_end - record)
             if st:
                 p = record
                 break
         offset[row] = r.offset
         timestamp[row] = r.timestamp
-        if any_block:                   # a PlainV2Block's records are v2: never a null timestamp
+        if any_block:           # else set after the loop: a v2 block's records share these
             mark(timestamp_nulls, row, r.magic == 0)
-        timestamp_type[row] = r.ts_type
+            timestamp_type[row] = r.ts_type
         mark(key_nulls, row, r.key_len < 0)
         mark(value_nulls, row, r.value_len < 0)
         if views:
@@ -507,9 +511,9 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                     header_value_at += hv
                 header_value_offsets[h + 1] = <int32_t>header_value_at
                 h += 1
-        if st:
-            break
-        header_list_offsets[row + 1] = <int32_t>h
+            if st:
+                break
+            header_list_offsets[row + 1] = <int32_t>h
         if batch_columns:
             (<int64_t*>o.mem[B_PRODUCER_ID])[row] = producer_id
             (<int16_t*>o.mem[B_PRODUCER_EPOCH])[row] = producer_epoch
@@ -517,11 +521,15 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
             mark(o.mem[B_TRANSACTIONAL], row, transactional)
             (<int32_t*>o.mem[B_LEADER_EPOCH])[row] = leader_epoch
         row += 1
-        i += 1
+    if not any_block:
+        for k in range(first_row, row):
+            timestamp_type[k] = v2.ts_type
+            if headerless:
+                header_list_offsets[k + 1] = <int32_t>h
     store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
     if key_bits & 0x80:
         o.header_keys_ascii = False
-    b.done = i
+    b.done = row + row_to_index
     b.next = p
     if st == 0 and items == NULL and v2_records_end(base, p, records_end, <int32_t>count,
                                                     &b.fault):
