@@ -471,7 +471,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                 break
         offset[row] = r.offset
         timestamp[row] = r.timestamp
-        if any_block:           # else set after the loop: a v2 block's records share these
+        if any_block:   # a v2 block's timestamps are never null; its type is set after the loop
             mark(timestamp_nulls, row, r.magic == 0)
             timestamp_type[row] = r.ts_type
         mark(key_nulls, row, r.key_len < 0)
