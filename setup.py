@@ -1,5 +1,6 @@
 """The compiled core: one extension per kcodec/_core/*.pyx (project metadata is
 in pyproject.toml)."""
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -27,15 +28,17 @@ class BuildExt(build_ext):
         super().build_extensions()
 
     def _compiles_with(self, flags):
+        """Whether the compiler takes flags without a word, asked quietly: the
+        build's log shows only the build."""
         with tempfile.TemporaryDirectory() as tmp:
             probe = Path(tmp) / "probe.c"
             probe.write_text("int kcodec_probe(void) { return 0; }\n")
+            command = [*self.compiler.compiler_so, "-Werror", *flags,
+                       "-c", str(probe), "-o", str(Path(tmp) / "probe.o")]
             try:
-                self.compiler.compile([str(probe)], output_dir=tmp,
-                                      extra_postargs=["-Werror", *flags])
-            except Exception:         # CompileError, or a compiler that cannot run
+                return subprocess.run(command, capture_output=True).returncode == 0
+            except OSError:           # a compiler that cannot run
                 return False
-        return True
 
 
 extensions = [
