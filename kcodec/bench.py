@@ -30,6 +30,10 @@ Every figure is the median of interleaved repeats (see `compare`), and every
 implementation's output is checked once, untimed, before it is timed.
 aiokafka, kafka-python, crc32c and matplotlib are optional (`pip install
 'kcodec[bench]'`); the columns of a missing peer are left empty and named.
+
+On a shared machine one run can land in a slow phase of the host's:
+`kcodec bench --summarize A.json B.json ...` sets runs saved with --json side
+by side, target by target.
 """
 import gc
 import json
@@ -979,6 +983,41 @@ def markdown(result):
     return "\n".join(lines)
 
 
+def summarize(results, labels):
+    """Markdown: each target as every run measured it (a column per run) and
+    how many runs met it, under each run's uncompressed decode time and steal,
+    which show the host's phase the run landed in."""
+    def none_ns(result):
+        row = next((r for r in result["workloads"] if r["id"] == "none"), None)
+        if row is None:
+            return "n/a"
+        return f"{row['decode']['kcodec.decode']['median_s'] / row['records'] * 1e9:.1f}"
+
+    def steal(result):
+        share = result.get("cpu_steal")
+        return "n/a" if share is None else f"{share:.0%}"
+
+    keys = []
+    for result in results:
+        for t in result["targets"]:
+            if (t["target"], t["workload"]) not in keys:
+                keys.append((t["target"], t["workload"]))
+    lines = ["| target | workload | goal | " + " | ".join(labels) + " | met in |",
+             "|---|---|---|" + "---:|" * len(labels) + "---:|",
+             "| uncompressed decode, ns/record | none | | "
+             + " | ".join(none_ns(r) for r in results) + " | |",
+             "| steal | | | " + " | ".join(steal(r) for r in results) + " | |"]
+    for text, wid in keys:
+        found = [next((t for t in r["targets"] if (t["target"], t["workload"]) == (text, wid)),
+                      None) for r in results]
+        measured = [t for t in found if t is not None and t["met"] is not None]
+        goal = next(f"{t['op']} {t['goal']:g}x" for t in found if t is not None)
+        lines.append(f"| {text} | {wid} | {goal} | "
+                     + " | ".join("n/a" if t is None else _ratio(t["value"]) for t in found)
+                     + f" | {sum(t['met'] for t in measured)} of {len(measured)} |")
+    return "\n".join(lines)
+
+
 CHART_SERIES = (  # (label, where the entry is, color)
     ("kcodec.decode (Arrow)", ("decode", "kcodec.decode"), "#1f77b4"),
     ("kcodec.decode(views=True)", ("decode", "kcodec.decode(views=True)"), "#17becf"),
@@ -1135,6 +1174,9 @@ def add_arguments(parser):
     parser.add_argument("--min-time", type=float, metavar="S",
                         help=f"seconds each repeat runs at least (default {FULL['min_time']})")
     parser.add_argument("--no-threads", action="store_true", help="skip the thread-scaling figures")
+    parser.add_argument("--summarize", nargs="+", metavar="RUN.json",
+                        help="time nothing: print each target as the runs saved with --json "
+                             "measured it, a column per run (named by its file)")
 
 
 def run_from_args(args, out=None, err=None):
@@ -1142,6 +1184,8 @@ def run_from_args(args, out=None, err=None):
     progress to `err` (stderr); returns the exit status."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    if args.summarize:
+        return summarize_files(args.summarize, out, err)
     if args.repeats is not None and args.repeats < 1:
         print("kcodec bench: --repeats must be at least 1", file=err)
         return 2
@@ -1154,6 +1198,22 @@ def run_from_args(args, out=None, err=None):
         print(f"kcodec bench: {exc}", file=err)
         return 2
     out.write(result["markdown"] + "\n")
+    return 0
+
+
+def summarize_files(paths, out, err):
+    results = []
+    for path in paths:
+        try:
+            result = json.loads(Path(path).read_text())
+            if not isinstance(result, dict):
+                raise ValueError("not a JSON object")
+            result["targets"], result["workloads"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"kcodec bench: {path} is not a run saved with --json ({exc})", file=err)
+            return 2
+        results.append(result)
+    out.write(summarize(results, [Path(path).stem for path in paths]) + "\n")
     return 0
 
 

@@ -166,3 +166,41 @@ def test_steal_line_in_the_report(quick):
     else:
         assert f"Steal during the run (/proc/stat, the whole machine): " \
                f"{result['cpu_steal']:.0%} of" in quick["out"]
+
+
+def test_summarize_puts_each_run_in_a_column_and_counts_the_runs_that_met_a_target(
+        quick, tmp_path):
+    saved = json.loads((quick["dir"] / "bench.json").read_text())
+    first = next(t for t in saved["targets"] if t["value"] is not None)
+    # a second run that met the first target and one that missed it
+    met, missed = json.loads(json.dumps(saved)), json.loads(json.dumps(saved))
+    for run, value in ((met, first["goal"]), (missed, first["goal"] * (
+            2 if first["op"] == "<=" else 0.5))):
+        target = next(t for t in run["targets"] if t["target"] == first["target"]
+                      and t["workload"] == first["workload"])
+        target["value"], target["met"] = value, value == first["goal"]
+    paths = []
+    for name, run in (("run-a", met), ("run-b", missed)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(run))
+    status, out, err = run_cli(["bench", "--summarize", *map(str, paths)])
+    assert status == 0, err
+    header, body = table(out, "target")
+    assert header == ["target", "workload", "goal", "run-a", "run-b", "met in"]
+    rows = {(row[0], row[1]): row for row in body}
+    none = next(r for r in saved["workloads"] if r["id"] == "none")
+    ns = none["decode"]["kcodec.decode"]["median_s"] / none["records"] * 1e9
+    assert rows[("uncompressed decode, ns/record", "none")][3:5] == [f"{ns:.1f}"] * 2
+    row = rows[(first["target"], first["workload"])]
+    assert row[2] == f"{first['op']} {first['goal']:g}x"
+    assert row[3] == f"{first['goal']:.2f}x" and row[5] == "1 of 2"
+    assert len(body) == 2 + len(saved["targets"])
+
+
+def test_summarize_refuses_a_file_that_is_not_a_saved_run(tmp_path):
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text("[1, 2]")
+    status, out, err = run_cli(["bench", "--summarize", str(wrong)])
+    assert status == 2 and "wrong.json is not a run saved with --json" in err and out == ""
+    status, out, err = run_cli(["bench", "--summarize", str(tmp_path / "absent.json")])
+    assert status == 2 and "absent.json" in err
