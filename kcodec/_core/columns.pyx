@@ -138,8 +138,10 @@ cdef struct Out:              # the column buffers being filled
 
 
 cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
-    """How many units to grow `unit`'s buffers to, for o.needed[unit]: the first
-    growths extrapolate from the share of the input consumed, up to what an
+    """How many units to grow `unit`'s buffers to, for o.needed[unit]: from the
+    second block on, extrapolated from the share of the input consumed (every
+    growth copies what is written so far, so waiting for a larger sample costs
+    more than an estimate too high, which table() gives back), up to what an
     uncompressed input of its size could hold; for bytes, up to the blocks
     before the current one as decompressed, the current one whole, and the
     rest expanded as those before (at most MAX_EXPANSION times: a skewed
@@ -147,7 +149,7 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
     cdef Py_ssize_t needed = o.needed[unit], guess, most, records_bytes
     cdef Py_ssize_t units = max(needed, 2 * o.capacity[unit])
     cdef double expansion = 1.0
-    if o.consumed > 0 and o.input_bytes > o.consumed >= min(o.input_bytes // 16, 1 << 20):
+    if o.input_bytes > o.consumed > 0:
         if o.block_position > 0:
             expansion = min(max(1.0, <double>(o.block_position + o.expanded) / o.block_position),
                             MAX_EXPANSION)
