@@ -8,11 +8,13 @@
 # that fails its checks takes its whole batch back out of the columns, and
 # the batch is read again, through BatchReader and add_batch, which raises
 # the error. A column that must grow makes room for the rest of the batch,
-# as if its records were like the one that did not fit; once a sixteenth of
-# the input (or 1 MiB) is read, it is sized by extrapolating from the share
-# read, so a uniform input rarely copies a column; before that, and with
-# offset bounds, it at least doubles. Header fields are
-# re-read, with bounds, by the copy: the input may be a mutable buffer.
+# as if its records were like the one that did not fit; from the second
+# batch on, it is sized by extrapolating from the share of the input read,
+# so a uniform input rarely copies a column; before that, and with offset
+# bounds, it at least doubles. Growth needs no GIL: a run of uncompressed
+# batches is one stretch without it, so threads decoding at once do not
+# queue for it at every growth. Header fields are re-read, with bounds, by
+# the copy: the input may be a mutable buffer.
 #
 # With views, key and value become Arrow binary_view columns: 16-byte views
 #   [int32 length][12 bytes inline]                                  length <= 12
@@ -23,6 +25,10 @@ from libc.stdint cimport uintptr_t, uint8_t, uint64_t, int16_t, int32_t, int64_t
 from libc.stdlib cimport calloc, malloc, realloc, free
 from cpython.ref cimport PyObject
 from libc.string cimport memcpy, memset
+from cpython.pythread cimport (
+    PyThread_type_lock, PyThread_allocate_lock, PyThread_acquire_lock, PyThread_release_lock,
+    WAIT_LOCK,
+)
 
 from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_u16, read_blob
 from kcodec._core.records cimport (
@@ -122,7 +128,8 @@ cdef inline Py_ssize_t allocated_bytes(int i, Py_ssize_t units) noexcept nogil:
 cdef struct Out:              # the column buffers being filled
     bint views                     # key and value as views, not offsets and data
     bint enabled[N_BUFFERS]
-    uint8_t* mem[N_BUFFERS]
+    uint8_t* mem[N_BUFFERS]        # from take_memory; handed to ColumnMemory by table()
+    size_t allocated[N_BUFFERS]    # bytes of each, as take_memory gave them
     Py_ssize_t capacity[N_UNITS]   # units every buffer of a unit has room for
     Py_ssize_t used[N_UNITS]       # units written: rows, headers, bytes of each binary column
     Py_ssize_t needed[N_UNITS]     # units the block being added needs (see reserve)
@@ -137,7 +144,7 @@ cdef struct Out:              # the column buffers being filled
     bint headers_seen              # a block had records with headers: skip the headerless try
 
 
-cdef Py_ssize_t grown_units(Out* o, int unit) noexcept:
+cdef Py_ssize_t grown_units(Out* o, int unit) noexcept nogil:
     """How many units to grow `unit`'s buffers to, for o.needed[unit]: from the
     second block on, extrapolated from the share of the input consumed (every
     growth copies what is written so far, so waiting for a larger sample costs
@@ -329,6 +336,52 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
             return 1
         memset(o.most, 0, sizeof(o.most))        # the checked loop grows by needs_room alone
     return fill_records(b, o, <AnyBlock*>NULL)
+
+
+cdef enum:
+    NO_MEMORY = -4           # fill_grown's status, beside fill's
+
+
+cdef int grow(Out* o) noexcept nogil:
+    """Grow the buffers of every unit the last fill needed more of: 0, or
+    NO_MEMORY (the buffers not grown yet are as they were)."""
+    cdef Py_ssize_t units, written, new
+    cdef size_t allocated
+    cdef uint8_t* grown
+    cdef int unit, i
+    for unit in range(N_UNITS):
+        if max(o.needed[unit], o.most[unit]) <= o.capacity[unit]:
+            continue
+        units = grown_units(o, unit)
+        for i in range(N_BUFFERS):
+            if not o.enabled[i] or UNIT[i] != unit:
+                continue
+            written = buffer_bytes(i, o.used[unit])
+            new = allocated_bytes(i, units)
+            grown = take_memory(new, &allocated)
+            if grown == NULL:
+                return NO_MEMORY
+            memcpy(grown, o.mem[i], written)
+            if WIDTH[i] == 0:
+                memset(grown + written, 0, new - written)
+            give_back(o.mem[i], o.allocated[i])
+            o.mem[i] = grown
+            o.allocated[i] = allocated
+        o.capacity[unit] = units
+    memset(o.most, 0, sizeof(o.most))
+    return 0
+
+
+cdef int fill_grown(Block* b, Out* o) noexcept nogil:
+    """fill, growing the buffers as often as it asks: its status but 1, or
+    NO_MEMORY."""
+    cdef int st
+    while True:
+        st = fill(b, o)
+        if st != 1:
+            return st
+        if grow(o):
+            return NO_MEMORY
 
 
 # fill_records is compiled once per BlockKind (the type of its last argument
@@ -541,8 +594,8 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     return st
 
 
-# Column memory of tables that are gone, kept for the next decode (under the
-# GIL): memory handed back to the OS on free (glibc returns blocks above its
+# Column memory of tables that are gone, kept for the next decode (under
+# kept_lock: decodes take it without the GIL): memory handed back to the OS on free (glibc returns blocks above its
 # mmap threshold, jemalloc purges them) must be faulted in again, which on a
 # virtual machine costs more than decoding the records.
 cdef enum:
@@ -553,40 +606,49 @@ cdef void* kept_memory[KEPT_BLOCKS]
 cdef size_t kept_capacity[KEPT_BLOCKS]
 cdef size_t kept_total = 0
 cdef int n_kept = 0
+cdef PyThread_type_lock kept_lock = PyThread_allocate_lock()
+if kept_lock == NULL:
+    raise MemoryError()
 
 
-cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept:
+cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept nogil:
     """A block of at least `size` bytes: the smallest kept one not over four
-    times too big, else a new one."""
+    times too big, else a new one (NULL: no memory)."""
     global kept_total, n_kept
     cdef int i, best = -1
-    cdef void* memory
+    cdef void* memory = NULL
     if size >= MIN_KEPT_BYTES:
+        PyThread_acquire_lock(kept_lock, WAIT_LOCK)
         for i in range(n_kept):
             if size <= kept_capacity[i] <= 4 * size and (
                     best < 0 or kept_capacity[i] < kept_capacity[best]):
                 best = i
-    if best < 0:
+        if best >= 0:
+            memory = kept_memory[best]
+            capacity[0] = kept_capacity[best]
+            kept_total -= kept_capacity[best]
+            n_kept -= 1
+            kept_memory[best] = kept_memory[n_kept]
+            kept_capacity[best] = kept_capacity[n_kept]
+        PyThread_release_lock(kept_lock)
+    if memory == NULL:
         capacity[0] = max(size, 1)
-        return <uint8_t*>malloc(capacity[0])
-    memory = kept_memory[best]
-    capacity[0] = kept_capacity[best]
-    kept_total -= kept_capacity[best]
-    n_kept -= 1
-    kept_memory[best] = kept_memory[n_kept]
-    kept_capacity[best] = kept_capacity[n_kept]
+        memory = malloc(capacity[0])
     return <uint8_t*>memory
 
 
-cdef void give_back(void* memory, size_t capacity) noexcept:
+cdef void give_back(void* memory, size_t capacity) noexcept nogil:
     global kept_total, n_kept
-    if capacity < MIN_KEPT_BYTES or n_kept == KEPT_BLOCKS or kept_total + capacity > MAX_KEPT_BYTES:
-        free(memory)
-        return
-    kept_memory[n_kept] = memory
-    kept_capacity[n_kept] = capacity
-    kept_total += capacity
-    n_kept += 1
+    if capacity >= MIN_KEPT_BYTES:
+        PyThread_acquire_lock(kept_lock, WAIT_LOCK)
+        if n_kept < KEPT_BLOCKS and kept_total + capacity <= MAX_KEPT_BYTES:
+            kept_memory[n_kept] = memory
+            kept_capacity[n_kept] = capacity
+            kept_total += capacity
+            n_kept += 1
+            memory = NULL
+        PyThread_release_lock(kept_lock)
+    free(memory)
 
 
 @cython.final
@@ -596,11 +658,12 @@ cdef class ColumnMemory:
     cdef size_t capacity
 
     @staticmethod
-    cdef ColumnMemory take(size_t size):
+    cdef ColumnMemory adopt(Out* o, int i):
+        """Take buffer i over from o."""
         cdef ColumnMemory m = ColumnMemory.__new__(ColumnMemory)
-        m.memory = take_memory(size, &m.capacity)
-        if m.memory == NULL:
-            raise MemoryError()
+        m.memory = o.mem[i]
+        m.capacity = o.allocated[i]
+        o.mem[i] = NULL
         return m
 
     def __dealloc__(self):
@@ -772,7 +835,7 @@ cdef class Collector:
     """The columns of one decode, filled batch by batch."""
     cdef Out o
     cdef Py_ssize_t handed_back
-    cdef list memory                # the ColumnMemory behind each o.mem (None: not used)
+    cdef list memory                # table(): each o.mem as a ColumnMemory (None: not used)
     cdef bint include_control, views
     cdef list buffers
     cdef dict current
@@ -797,44 +860,26 @@ cdef class Collector:
                 self.o.enabled[i] = batch_columns
             else:
                 self.o.enabled[i] = True
-        self.memory = []
         for i in range(N_BUFFERS):
-            buf = None
             if self.o.enabled[i]:
-                buf = ColumnMemory.take(allocated_bytes(i, 0))
-                self.o.mem[i] = (<ColumnMemory>buf).memory
-            self.memory.append(buf)
+                self.o.mem[i] = take_memory(allocated_bytes(i, 0), &self.o.allocated[i])
+                if self.o.mem[i] == NULL:
+                    raise MemoryError()
         for i in (B_KEY_OFFSETS, B_VALUE_OFFSETS, B_HEADER_LIST_OFFSETS, B_HEADER_KEY_OFFSETS,
                   B_HEADER_VALUE_OFFSETS):
             if self.o.enabled[i]:
                 (<int32_t*>self.o.mem[i])[0] = 0
 
-    cdef int grow(self) except -1:
-        """Grow the buffers of every unit the last add_block needed more of."""
-        cdef Py_ssize_t units, written, new
-        cdef int unit, i
-        cdef ColumnMemory grown
-        for unit in range(N_UNITS):
-            if max(self.o.needed[unit], self.o.most[unit]) <= self.o.capacity[unit]:
-                continue
-            units = grown_units(&self.o, unit)
-            for i in range(N_BUFFERS):
-                if not self.o.enabled[i] or UNIT[i] != unit:
-                    continue
-                written = buffer_bytes(i, self.o.used[unit])
-                new = allocated_bytes(i, units)
-                grown = ColumnMemory.take(new)
-                memcpy(grown.memory, self.o.mem[i], written)
-                if WIDTH[i] == 0:
-                    memset(grown.memory + written, 0, new - written)
-                self.memory[i] = grown
-                self.o.mem[i] = grown.memory
-            self.o.capacity[unit] = units
-        memset(self.o.most, 0, sizeof(self.o.most))
-        return 0
+    def __dealloc__(self):
+        cdef int i
+        for i in range(N_BUFFERS):
+            if self.o.mem[i] != NULL:          # not handed to table()'s ColumnMemory
+                give_back(self.o.mem[i], self.o.allocated[i])
 
     cdef int added(self, int st, Py_ssize_t position) except -1:
-        """Raise what fill's status st says, for the batch at `position`."""
+        """Raise what fill_grown's status st says, for the batch at `position`."""
+        if st == NO_MEMORY:
+            raise MemoryError()
         if st == -2:
             raise ValueError("a binary column would exceed Arrow's 2 GiB limit; decode fewer "
                              "batches at a time (e.g. iter_decode)")
@@ -847,18 +892,14 @@ cdef class Collector:
         """Fill block b (of the batch at `position`), growing the buffers as it
         asks: 0, or 1 when a record fails its checks (b.fault; taken back)."""
         cdef int st
-        while True:
-            if release:
-                with nogil:
-                    st = fill(b, &self.o)
-            else:
-                st = fill(b, &self.o)
-            if st == 1:
-                self.grow()
-            elif st == 2:
-                return 1
-            else:
-                return self.added(st, position)
+        if release:
+            with nogil:
+                st = fill_grown(b, &self.o)
+        else:
+            st = fill_grown(b, &self.o)
+        if st == 2:
+            return 1
+        return self.added(st, position)
 
     cdef int add_batch(self, Batch batch, Py_ssize_t consumed) except -1:
         cdef Block b
@@ -961,11 +1002,6 @@ cdef class Collector:
                 if self.add_compressed(reader, &b, pos[0]):
                     self.handed_back += 1
                     return 0
-            elif st == 1:
-                self.grow()
-                if self.add_block(&b, pos[0], b.end - b.next >= NOGIL_MIN_BYTES):
-                    self.handed_back += 1
-                    return 0
             elif st != 2:
                 return self.added(st, pos[0])
             if st != 2:
@@ -985,19 +1021,21 @@ cdef class Collector:
         cdef Export* e
         cdef ArrowArray* a
         memset(nulls_of, 0, sizeof(nulls_of))
+        self.memory = [ColumnMemory.adopt(&self.o, i) if self.o.enabled[i] else None
+                       for i in range(N_BUFFERS)]
         for i in range(N_BUFFERS):
             mem[i] = NULL
             if not self.o.enabled[i]:
                 continue
+            m = self.memory[i]
             units = self.o.used[UNIT[i]]
             if NULLS_IN[i] >= 0:
                 # Nulls are counted here, once, rather than per record by fill.
-                set_bits = bits_set(self.o.mem[i], units)
+                set_bits = bits_set(m.memory, units)
                 nulls_of[NULLS_IN[i]] = set_bits if INVERTED[i] else units - set_bits
                 if not nulls_of[NULLS_IN[i]]:
                     continue                           # Arrow takes no validity without nulls
             size = buffer_bytes(i, units)
-            m = self.memory[i]
             if INVERTED[i]:
                 for k in range(size):                  # nulls into validity
                     m.memory[k] = ~m.memory[k]
@@ -1093,10 +1131,9 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     is left at *pos for BatchReader (add_batch raises its error, if any); 0. Control
     batches and batches outside [start, end) are skipped, CRCs checked, as
     `keep` in decode_record_set skips them. With *pos at a batch begun in
-    block b: 1 when the buffers must grow (fill resumes b), 3 when it is
-    compressed (b holds its header; it is decompressed with the GIL), and with
-    views 2 when it needs a window into the input first (none yet, or it ends
-    past `limit`); -2, -3 as fill."""
+    block b: 3 when it is compressed (b holds its header; it is decompressed
+    with the GIL), and with views 2 when it needs a window into the input first (none yet, or it ends
+    past `limit`); -2, -3, NO_MEMORY as fill_grown."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st
@@ -1134,7 +1171,7 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             b.items = NULL
             b.next = b.records = p + V2_HEADER
             b.end = base + b.consumed
-            st = fill(b, &c.o)
+            st = fill_grown(b, &c.o)
             if st == 2:
                 c.handed_back += 1
                 return 0
