@@ -595,9 +595,10 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
 
 
 # Column memory of tables that are gone, kept for the next decode (under
-# kept_lock: decodes take it without the GIL): memory handed back to the OS on free (glibc returns blocks above its
-# mmap threshold, jemalloc purges them) must be faulted in again, which on a
-# virtual machine costs more than decoding the records.
+# kept_lock: decodes take it without the GIL): memory handed back to the OS
+# on free (glibc returns blocks above its mmap threshold, jemalloc purges
+# them) must be faulted in again, which on a virtual machine costs more than
+# decoding the records.
 cdef enum:
     KEPT_BLOCKS = 32
 cdef size_t MIN_KEPT_BYTES = 64 << 10
