@@ -27,7 +27,7 @@ from cpython.ref cimport PyObject
 from libc.string cimport memcpy, memset
 from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_acquire_lock, PyThread_release_lock,
-    WAIT_LOCK,
+    NOWAIT_LOCK, WAIT_LOCK,
 )
 
 from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_u16, read_blob
@@ -44,6 +44,8 @@ cdef extern from "Python.h":
     void Py_IncRef(PyObject* o)
     void Py_DecRef(PyObject* o)
     int Py_IsInitialized() nogil
+
+import os
 
 import pyarrow as pa
 
@@ -612,6 +614,26 @@ if kept_lock == NULL:
     raise MemoryError()
 
 
+def _kept_memory_after_fork():
+    """A fork while another thread held kept_lock copies it held, by a thread
+    the child does not have: the child then starts with a lock and a pool of
+    its own (what the pool held is left to the parent's copy)."""
+    global kept_lock, kept_total, n_kept
+    cdef PyThread_type_lock lock
+    if PyThread_acquire_lock(kept_lock, NOWAIT_LOCK):
+        PyThread_release_lock(kept_lock)
+        return
+    lock = PyThread_allocate_lock()
+    if lock == NULL:
+        raise MemoryError()
+    kept_lock = lock
+    kept_total = n_kept = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_kept_memory_after_fork)
+
+
 cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept nogil:
     """A block of at least `size` bytes: the smallest kept one not over four
     times too big, else a new one (NULL: no memory)."""
@@ -1133,8 +1155,9 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     batches and batches outside [start, end) are skipped, CRCs checked, as
     `keep` in decode_record_set skips them. With *pos at a batch begun in
     block b: 3 when it is compressed (b holds its header; it is decompressed
-    with the GIL), and with views 2 when it needs a window into the input first (none yet, or it ends
-    past `limit`); -2, -3, NO_MEMORY as fill_grown."""
+    with the GIL), and with views 2 when it needs a window into the input
+    first (none yet, or it ends past `limit`); -2, -3, NO_MEMORY as
+    fill_grown."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st
