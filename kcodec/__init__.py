@@ -6,6 +6,7 @@ from .errors import (
     DecompressionLimitError, KafkaFormatError, UnsupportedFormatError,
 )
 from .arrow import decode
+from ._core.columns import kept_memory_limit
 from .records import (
     Batch, ControlRecord, Record, encode, encode_control, read_batches, read_records,
 )
@@ -14,6 +15,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Batch", "ControlRecord", "Record", "read_batches", "read_records", "decode", "encode",
+    "kept_memory_limit",
     "encode_control", "crc32", "crc32c", "hardware_crc32c", "errors", "KafkaFormatError",
     "CorruptRecordError", "CrcMismatchError", "UnsupportedFormatError", "DecompressionError",
     "DecompressionLimitError", "CorruptIndexError",

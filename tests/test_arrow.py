@@ -228,6 +228,34 @@ def test_dropped_columns_give_their_memory_back_while_kept_ones_keep_theirs():
     assert all(column.to_pylist() == list(range(2000)) for column in kept)
 
 
+@pytest.fixture
+def restored_kept_memory_limit():
+    previous = kcodec.kept_memory_limit()
+    yield
+    kcodec.kept_memory_limit(previous)
+
+
+def test_kept_memory_stays_within_its_limit_and_a_lower_one_frees_the_rest(
+        restored_kept_memory_limit):
+    from kcodec._core.columns import kept_memory_bytes
+    data = kcodec.encode([(b"k", b"v" * 1000, i) for i in range(2000)])
+    assert kcodec.kept_memory_limit() == 64 << 20
+    kcodec.decode(data)
+    assert 0 < kept_memory_bytes() <= 64 << 20          # the table's columns, given back
+    assert kcodec.kept_memory_limit(1 << 20) == 64 << 20
+    assert 0 < kept_memory_bytes() <= 1 << 20
+    assert kcodec.kept_memory_limit(0) == 1 << 20
+    assert kept_memory_bytes() == 0
+    table = kcodec.decode(data)
+    del table
+    assert kept_memory_bytes() == 0
+    assert kcodec.kept_memory_limit() == 0
+    assert kcodec.decode(data).column("value").to_pylist() == [b"v" * 1000] * 2000
+    with pytest.raises(ValueError, match=">= 0"):
+        kcodec.kept_memory_limit(-1)
+    assert kcodec.kept_memory_limit() == 0
+
+
 # ------------------------------------------------------------ encode(table)
 
 def test_encode_decode_round_trip_is_byte_identical():

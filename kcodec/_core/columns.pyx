@@ -604,7 +604,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
 cdef enum:
     KEPT_BLOCKS = 32
 cdef size_t MIN_KEPT_BYTES = 64 << 10
-cdef size_t MAX_KEPT_BYTES = 64 << 20
+cdef size_t kept_limit = 64 << 20     # see kept_memory_limit
 cdef void* kept_memory[KEPT_BLOCKS]
 cdef size_t kept_capacity[KEPT_BLOCKS]
 cdef size_t kept_total = 0
@@ -632,6 +632,33 @@ def _kept_memory_after_fork():
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_kept_memory_after_fork)
+
+
+def kept_memory_limit(limit=None):
+    """The most bytes of column memory this process keeps from tables that
+    are gone, for its next decodes; with `limit`, set to that first (0 keeps
+    none), what is kept beyond it freed. Returns the limit before the call."""
+    global kept_limit, kept_total, n_kept
+    cdef size_t previous = kept_limit
+    if limit is None:
+        return previous
+    if limit < 0:
+        raise ValueError(f"kept_memory_limit takes a number of bytes >= 0, not {limit}")
+    cdef size_t new_limit = limit
+    with nogil:
+        PyThread_acquire_lock(kept_lock, WAIT_LOCK)
+        kept_limit = new_limit
+        while kept_total > kept_limit:
+            n_kept -= 1
+            kept_total -= kept_capacity[n_kept]
+            free(kept_memory[n_kept])
+        PyThread_release_lock(kept_lock)
+    return previous
+
+
+def kept_memory_bytes():
+    """How many bytes kept_memory_limit's pool holds now."""
+    return kept_total
 
 
 cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept nogil:
@@ -664,7 +691,7 @@ cdef void give_back(void* memory, size_t capacity) noexcept nogil:
     global kept_total, n_kept
     if capacity >= MIN_KEPT_BYTES:
         PyThread_acquire_lock(kept_lock, WAIT_LOCK)
-        if n_kept < KEPT_BLOCKS and kept_total + capacity <= MAX_KEPT_BYTES:
+        if n_kept < KEPT_BLOCKS and kept_total + capacity <= kept_limit:
             kept_memory[n_kept] = memory
             kept_capacity[n_kept] = capacity
             kept_total += capacity
