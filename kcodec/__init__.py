@@ -15,8 +15,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Batch", "ControlRecord", "Record", "read_batches", "read_records", "decode", "encode",
-    "kept_memory_limit",
-    "encode_control", "crc32", "crc32c", "hardware_crc32c", "errors", "KafkaFormatError",
-    "CorruptRecordError", "CrcMismatchError", "UnsupportedFormatError", "DecompressionError",
-    "DecompressionLimitError", "CorruptIndexError",
+    "encode_control", "kept_memory_limit", "crc32", "crc32c", "hardware_crc32c", "errors",
+    "KafkaFormatError", "CorruptRecordError", "CrcMismatchError", "UnsupportedFormatError",
+    "DecompressionError", "DecompressionLimitError", "CorruptIndexError",
 ]

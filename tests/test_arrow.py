@@ -253,6 +253,8 @@ def test_kept_memory_stays_within_its_limit_and_a_lower_one_frees_the_rest(
     assert kcodec.decode(data).column("value").to_pylist() == [b"v" * 1000] * 2000
     with pytest.raises(ValueError, match=">= 0"):
         kcodec.kept_memory_limit(-1)
+    with pytest.raises(TypeError):
+        kcodec.kept_memory_limit(2.5)
     assert kcodec.kept_memory_limit() == 0
 
 

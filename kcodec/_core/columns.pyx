@@ -45,6 +45,7 @@ cdef extern from "Python.h":
     void Py_DecRef(PyObject* o)
     int Py_IsInitialized() nogil
 
+import operator
 import os
 
 import pyarrow as pa
@@ -636,12 +637,13 @@ if hasattr(os, "register_at_fork"):
 
 def kept_memory_limit(limit=None):
     """The most bytes of column memory this process keeps from tables that
-    are gone, for its next decodes; with `limit`, set to that first (0 keeps
-    none), what is kept beyond it freed. Returns the limit before the call."""
+    are gone, for its next decodes, as it was before the call. With `limit`,
+    sets it (0 keeps none) and frees what is kept beyond it."""
     global kept_limit, kept_total, n_kept
     cdef size_t previous = kept_limit
     if limit is None:
         return previous
+    limit = operator.index(limit)
     if limit < 0:
         raise ValueError(f"kept_memory_limit takes a number of bytes >= 0, not {limit}")
     cdef size_t new_limit = limit
