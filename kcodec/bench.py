@@ -53,6 +53,7 @@ from pathlib import Path
 
 import kcodec
 from kcodec import compression as _compression
+from kcodec._core import system_codecs
 from kcodec._core.columns import handed_back_batches
 
 SEED = 20240601
@@ -654,6 +655,7 @@ def environment(peers=None):
         "cpus": os.cpu_count(),
         "kcodec": kcodec.__version__,
         "kcodec_hardware_crc32c": bool(kcodec.hardware_crc32c()),
+        "kcodec_in_core": {codec: system_codecs.in_core(codec) for codec in ("lz4", "zstd")},
     }
     for dist, module in (("aiokafka", "aiokafka"), ("kafka-python", "kafka"),
                          ("pyarrow", "pyarrow")):
@@ -920,7 +922,11 @@ def markdown(result):
         f"(compiled reader: {env.get('aiokafka_compiled', 'n/a')}) and kafka-python "
         f"{env.get('kafka-python') or '(missing)'}; Python {env['python']}, pyarrow "
         f"{env['pyarrow']}, {env['cpu']} ({env['cpus']} CPUs), hardware CRC-32C: "
-        f"{env['kcodec_hardware_crc32c']}.",
+        f"{env['kcodec_hardware_crc32c']}; decode() decompresses "
+        + (", ".join(f"{codec} with {library}" for codec, library
+                     in env.get("kcodec_in_core", {}).items() if library) or "every codec")
+        + (" in the core, without the GIL" if any(env.get("kcodec_in_core", {}).values())
+           else " through the Python bindings") + ".",
         f"Records/s = records / median seconds per call; median of {p['repeats']} interleaved "
         f"repeats of >= {p['min_time_s']} s each, each the median of its calls timed one by one; "
         f"every implementation on the same bytes in one "

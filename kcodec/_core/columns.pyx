@@ -3,7 +3,8 @@
 # One pass, record by record: each v2 record is parsed (parse_v2_record, the
 # one v2 record parser) and written straight into the column buffers while it
 # is in cache; legacy entries come parsed as Slots. A decompressed batch is
-# released before the next one is decompressed. A record that does not fit
+# released (or its buffer reused, for lz4 and zstd, which the scan
+# decompresses itself) before the next one is decompressed. A record that does not fit
 # stops the pass, the buffers grow, and it resumes at that record; a record
 # that fails its checks takes its whole batch back out of the columns, and
 # the batch is read again, through BatchReader and add_batch, which raises
@@ -36,6 +37,7 @@ from kcodec._core.records cimport (
     V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_record, raise_fault,
     read_v2_header, v2_records_end,
 )
+from kcodec._core.system_codecs cimport Inflater, decompress_in_core, release_inflater
 
 cdef extern from *:
     int popcount "__builtin_popcountll" (unsigned long long) noexcept nogil
@@ -891,6 +893,8 @@ cdef class Collector:
     cdef bint include_control, views
     cdef list buffers
     cdef dict current
+    cdef Inflater inflater          # for batches scan decompresses itself, without the GIL
+    cdef size_t max_decompressed
 
     def __cinit__(self, bint include_control, bint views, bint batch_columns,
                   Py_ssize_t input_bytes):
@@ -900,6 +904,7 @@ cdef class Collector:
         self.buffers = []
         self.current = {}
         memset(&self.o, 0, sizeof(Out))
+        memset(&self.inflater, 0, sizeof(Inflater))
         self.o.views = views
         self.o.input_bytes = input_bytes
         self.o.header_keys_ascii = True
@@ -924,6 +929,7 @@ cdef class Collector:
 
     def __dealloc__(self):
         cdef int i
+        release_inflater(&self.inflater)
         for i in range(N_BUFFERS):
             if self.o.mem[i] != NULL:          # not handed to table()'s ColumnMemory
                 give_back(self.o.mem[i], self.o.allocated[i])
@@ -1031,6 +1037,7 @@ cdef class Collector:
         cdef int32_t buffer = 0
         cdef Py_ssize_t limit = src.length, entry_end = 0
         cdef int st
+        self.max_decompressed = reader.max_decompressed
         while True:
             if self.views and plain_batch_at(src.base + pos[0], src.length - pos[0]):
                 # Views address at most 2 GiB of one buffer: a run that goes on
@@ -1183,13 +1190,15 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     is left at *pos for BatchReader (add_batch raises its error, if any); 0. Control
     batches and batches outside [start, end) are skipped, CRCs checked, as
     `keep` in decode_record_set skips them. With *pos at a batch begun in
-    block b: 3 when it is compressed (b holds its header; it is decompressed
-    with the GIL), and with views 2 when it needs a window into the input
+    block b: 3 when it is compressed and not decompressed here (b holds its
+    header; the Python binding decompresses it, with the GIL: see
+    system_codecs for those that are), and with views 2 when it needs a window into the input
     first (none yet, or it ends past `limit`); -2, -3, NO_MEMORY as
     fill_grown."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st
+    cdef Py_ssize_t decompressed = 0
     cdef V2Header h
     while True:
         p = base + pos[0]
@@ -1215,21 +1224,34 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             b.consumed = pos[0] + LOG_OVERHEAD + size
             b.codec = attributes & 0x07
             if b.codec:
-                return 3
-            if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
-                return 0
-            if c.views and (b.window == NULL or b.consumed > limit):
-                return 2
-            b.base = base
+                decompressed = -1 if c.views else decompress_in_core(
+                    &c.inflater, b.codec, p + V2_HEADER, LOG_OVERHEAD + size - V2_HEADER,
+                    c.max_decompressed)
+                if decompressed < 0:
+                    return 3
+                if not count_fits(h.count, decompressed):
+                    c.handed_back += 1
+                    return 0
+                b.base = c.inflater.out
+                b.next = b.records = c.inflater.out
+                b.end = c.inflater.out + decompressed
+            else:
+                if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
+                    return 0
+                if c.views and (b.window == NULL or b.consumed > limit):
+                    return 2
+                b.base = base
+                b.next = b.records = p + V2_HEADER
+                b.end = base + b.consumed
             b.items = NULL
-            b.next = b.records = p + V2_HEADER
-            b.end = base + b.consumed
             st = fill_grown(b, &c.o)
             if st == 2:
                 c.handed_back += 1
                 return 0
             if st:
                 return st
+            if b.codec:
+                c.o.expanded += decompressed - (LOG_OVERHEAD + size)
         pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
 
 

@@ -1,0 +1,13 @@
+from libc.stdint cimport uint8_t
+
+
+cdef struct Inflater:          # one decode's decompression state, reused batch to batch
+    uint8_t* out               # the last batch's decompressed bytes
+    size_t capacity
+    void* lz4                  # LZ4F_dctx*, made on first use
+    void* zstd                 # ZSTD_DCtx*, made on first use
+
+
+cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, size_t n,
+                                   size_t limit) noexcept nogil
+cdef void release_inflater(Inflater* f) noexcept nogil

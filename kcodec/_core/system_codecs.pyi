@@ -1,0 +1,3 @@
+from typing import Literal, Optional
+
+def in_core(codec: Literal["lz4", "zstd"], enabled_now: Optional[bool] = None) -> Optional[str]: ...

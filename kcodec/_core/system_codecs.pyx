@@ -1,0 +1,228 @@
+# lz4 and zstd, called without the GIL from the decode loop.
+#
+# The Python bindings decompress holding the GIL (lz4.frame) or hand it over
+# and take it back per call, so threads decoding compressed batches at once
+# queued for it, and each batch paid a Python call and a new bytes object.
+# The C functions come from the bindings' own extension modules, which export
+# them: the very library builds the Python path runs, so that both paths
+# accept the same input (libzstd 1.5.4 and 1.5.7 differ on corrupt frames).
+# They are looked up at import, not linked: where a binding does not export
+# them, decode() decompresses through the binding. This path takes only input
+# it decodes whole; anything else (a bad frame, output over the limit, an
+# input that ends inside a frame) goes to the Python path, which names the
+# error.
+import importlib.util
+
+from libc.stdlib cimport realloc, free
+from posix.dlfcn cimport dlopen, dlsym, RTLD_NOW, RTLD_LOCAL
+
+cdef extern from *:
+    """
+    typedef struct { const void* src; size_t size; size_t pos; } kc_zstd_in;
+    typedef struct { void* dst; size_t size; size_t pos; } kc_zstd_out;
+    """
+    ctypedef struct kc_zstd_in:
+        const void* src
+        size_t size
+        size_t pos
+    ctypedef struct kc_zstd_out:
+        void* dst
+        size_t size
+        size_t pos
+
+ctypedef unsigned (*version_fn)() noexcept nogil
+ctypedef unsigned (*is_error_fn)(size_t code) noexcept nogil
+ctypedef size_t (*lz4f_create_fn)(void** dctx, unsigned version) noexcept nogil
+ctypedef size_t (*free_fn)(void* context) noexcept nogil
+ctypedef size_t (*lz4f_decompress_fn)(void* dctx, void* dst, size_t* dst_size, const void* src,
+                                      size_t* src_size, const void* options) noexcept nogil
+ctypedef void* (*zstd_create_fn)() noexcept nogil
+ctypedef size_t (*zstd_set_fn)(void* dctx, int parameter, int value) noexcept nogil
+ctypedef size_t (*zstd_reset_fn)(void* dctx, int directive) noexcept nogil
+ctypedef size_t (*zstd_stream_fn)(void* dctx, kc_zstd_out* output, kc_zstd_in* input) noexcept nogil
+
+cdef enum:
+    LZ4 = 3                         # codec ids, as in a batch's attributes
+    ZSTD = 4
+    LZ4F_VERSION = 100              # the frame API's version, as lz4frame.h defines it
+    LZ4_MIN_VERSION = 10800         # 1.8.0 and 1.4.0: the calls used here are stable from then
+    ZSTD_MIN_VERSION = 10400
+    ZSTD_D_WINDOW_LOG_MAX = 100     # zstd.h's ZSTD_d_windowLogMax
+    ZSTD_WINDOW_LOG_MAX = 27        # the largest window Java (and the Python path) accept
+    ZSTD_RESET_SESSION = 1          # zstd.h's ZSTD_reset_session_only
+    FIRST_CAPACITY = 64 << 10
+
+cdef lz4f_create_fn lz4f_create = NULL
+cdef free_fn lz4f_free = NULL
+cdef lz4f_decompress_fn lz4f_decompress = NULL
+cdef is_error_fn lz4f_is_error = NULL
+cdef zstd_create_fn zstd_create = NULL
+cdef free_fn zstd_free = NULL
+cdef zstd_set_fn zstd_set = NULL
+cdef zstd_reset_fn zstd_reset = NULL
+cdef zstd_stream_fn zstd_stream = NULL
+cdef is_error_fn zstd_is_error = NULL
+cdef bint enabled[ZSTD + 1]
+cdef dict libraries = {}            # codec name -> "libzstd.so.1 1.5.4", for those loaded
+
+
+cdef void* open_library(str module):
+    """The extension module `module` (already loaded, or just its shared
+    library: it is not initialised), or NULL."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except ImportError:
+        return NULL
+    if spec is None or not spec.origin:
+        return NULL
+    return dlopen(spec.origin.encode(), RTLD_NOW | RTLD_LOCAL)
+
+
+cdef str version_text(str stem, unsigned number, str module):
+    return f"lib{stem} {number // 10000}.{number // 100 % 100}.{number % 100} ({module})"
+
+
+cdef void load():
+    global lz4f_create, lz4f_free, lz4f_decompress, lz4f_is_error
+    global zstd_create, zstd_free, zstd_set, zstd_reset, zstd_stream, zstd_is_error
+    cdef void* library = open_library("lz4.frame._frame")
+    cdef version_fn version
+    if library != NULL:
+        version = <version_fn>dlsym(library, "LZ4_versionNumber")
+        lz4f_create = <lz4f_create_fn>dlsym(library, "LZ4F_createDecompressionContext")
+        lz4f_free = <free_fn>dlsym(library, "LZ4F_freeDecompressionContext")
+        lz4f_decompress = <lz4f_decompress_fn>dlsym(library, "LZ4F_decompress")
+        lz4f_is_error = <is_error_fn>dlsym(library, "LZ4F_isError")
+        if (version != NULL and version() >= LZ4_MIN_VERSION and lz4f_create != NULL
+                and lz4f_free != NULL and lz4f_decompress != NULL and lz4f_is_error != NULL):
+            libraries["lz4"] = version_text("lz4", version(), "lz4.frame._frame")
+    library = open_library("zstandard._cffi")
+    if library != NULL:
+        version = <version_fn>dlsym(library, "ZSTD_versionNumber")
+        zstd_create = <zstd_create_fn>dlsym(library, "ZSTD_createDCtx")
+        zstd_free = <free_fn>dlsym(library, "ZSTD_freeDCtx")
+        zstd_set = <zstd_set_fn>dlsym(library, "ZSTD_DCtx_setParameter")
+        zstd_reset = <zstd_reset_fn>dlsym(library, "ZSTD_DCtx_reset")
+        zstd_stream = <zstd_stream_fn>dlsym(library, "ZSTD_decompressStream")
+        zstd_is_error = <is_error_fn>dlsym(library, "ZSTD_isError")
+        if (version != NULL and version() >= ZSTD_MIN_VERSION and zstd_create != NULL
+                and zstd_free != NULL and zstd_set != NULL and zstd_reset != NULL
+                and zstd_stream != NULL and zstd_is_error != NULL):
+            libraries["zstd"] = version_text("zstd", version(), "zstandard._cffi")
+    enabled[LZ4] = "lz4" in libraries
+    enabled[ZSTD] = "zstd" in libraries
+
+
+load()
+
+
+def in_core(codec, enabled_now=None):
+    """The library the decode loop calls for `codec` ("lz4" or "zstd"), as
+    "libzstd 1.5.7 (zstandard._cffi)", or None when decode() decompresses it through the Python
+    binding (its functions not found, or turned off). With `enabled_now`,
+    turns it on or off first; tests compare the two paths."""
+    cdef int codec_id = {"lz4": LZ4, "zstd": ZSTD}[codec]
+    if enabled_now is not None:
+        enabled[codec_id] = bool(enabled_now) and codec in libraries
+    return libraries[codec] if enabled[codec_id] else None
+
+
+cdef bint room_for(Inflater* f, size_t produced, size_t limit) noexcept nogil:
+    """Grow f.out past `produced` bytes (to at most `limit`): False if it cannot."""
+    cdef size_t capacity
+    cdef uint8_t* grown
+    if f.capacity >= limit:
+        return False
+    capacity = min(max(<size_t>FIRST_CAPACITY, 2 * f.capacity, produced + 1), limit)
+    grown = <uint8_t*>realloc(f.out, capacity)
+    if grown == NULL:
+        return False
+    f.out = grown
+    f.capacity = capacity
+    return True
+
+
+cdef void drop_lz4(Inflater* f) noexcept nogil:
+    """A context left inside a frame cannot start the next one."""
+    if f.lz4 != NULL:
+        lz4f_free(f.lz4)
+        f.lz4 = NULL
+
+
+cdef Py_ssize_t lz4_frame(Inflater* f, const uint8_t* src, size_t n, size_t limit) noexcept nogil:
+    """The one lz4 frame that is all of src[:n], into f.out."""
+    cdef size_t produced = 0, consumed = 0, out_size, in_size, hint
+    if f.lz4 == NULL and lz4f_is_error(lz4f_create(&f.lz4, LZ4F_VERSION)):
+        f.lz4 = NULL
+        return -1
+    while True:
+        if produced == f.capacity and not room_for(f, produced, limit):
+            drop_lz4(f)
+            return -1
+        out_size = f.capacity - produced
+        in_size = n - consumed
+        hint = lz4f_decompress(f.lz4, f.out + produced, &out_size, src + consumed, &in_size, NULL)
+        if lz4f_is_error(hint) or (hint and out_size == 0 and in_size == 0):
+            drop_lz4(f)
+            return -1
+        produced += out_size
+        consumed += in_size
+        if hint == 0:
+            return <Py_ssize_t>produced if consumed == n else -1
+        if consumed == n and produced < f.capacity:      # the input ends inside the frame
+            drop_lz4(f)
+            return -1
+
+
+cdef Py_ssize_t zstd_frames(Inflater* f, const uint8_t* src, size_t n, size_t limit) noexcept nogil:
+    """The zstd frames, one after another, that are all of src[:n], into f.out."""
+    cdef kc_zstd_in input
+    cdef kc_zstd_out output
+    cdef size_t hint, before_in, before_out
+    if f.zstd == NULL:
+        f.zstd = zstd_create()
+        if f.zstd == NULL or zstd_is_error(zstd_set(f.zstd, ZSTD_D_WINDOW_LOG_MAX,
+                                                    ZSTD_WINDOW_LOG_MAX)):
+            return -1
+    input.src = src
+    input.size = n
+    input.pos = 0
+    output.pos = 0
+    while True:
+        if output.pos == f.capacity and not room_for(f, output.pos, limit):
+            break
+        output.dst = f.out
+        output.size = f.capacity
+        before_in = input.pos
+        before_out = output.pos
+        hint = zstd_stream(f.zstd, &output, &input)
+        if zstd_is_error(hint) or (hint and input.pos == before_in and output.pos == before_out):
+            break
+        if hint == 0 and input.pos == n:
+            return <Py_ssize_t>output.pos
+        if hint and input.pos == n and output.pos < f.capacity:   # the input ends inside a frame
+            break
+    zstd_reset(f.zstd, ZSTD_RESET_SESSION)
+    return -1
+
+
+cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, size_t n,
+                                   size_t limit) noexcept nogil:
+    """Decompress a v2 batch's records into f.out: their length, or -1 when
+    they are not decompressed here (a codec without its library, input this
+    path does not take whole, more than `limit` bytes, no memory)."""
+    if codec == LZ4 and enabled[LZ4]:
+        return lz4_frame(f, src, n, limit)
+    if codec == ZSTD and enabled[ZSTD]:
+        return zstd_frames(f, src, n, limit)
+    return -1
+
+
+cdef void release_inflater(Inflater* f) noexcept nogil:
+    drop_lz4(f)
+    if f.zstd != NULL:
+        zstd_free(f.zstd)
+        f.zstd = NULL
+    free(f.out)
+    f.out = NULL
+    f.capacity = 0

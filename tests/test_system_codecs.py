@@ -1,0 +1,157 @@
+"""decode() decompresses lz4 and zstd batches itself, without the GIL, through
+the C functions of the Python bindings: the same rows, and the same errors at
+the same places, as decompressing through the bindings."""
+from concurrent.futures import ThreadPoolExecutor
+
+import lz4.frame
+import pytest
+import zstandard
+
+import kcodec
+from kcodec._core import columns, system_codecs
+from kcodec.errors import DecompressionLimitError, KafkaFormatError
+
+from arrow_rows import rows_of_records, rows_of_table
+from kafka_bytes import entries, with_v2_section
+from needs import unavailable
+
+RECORDS = [(f"key-{i}".encode(), (b"value %d " % i) * (i % 40), 1_700_000_000_000 + i,
+            [("h", b"x")] if i % 3 == 0 else None) for i in range(3000)]
+
+
+def in_core(codec):
+    if system_codecs.in_core(codec) is None:
+        unavailable(f"the {codec} binding exports no C functions to decode with")
+    return codec
+
+
+@pytest.fixture(params=["lz4", "zstd"])
+def codec(request):
+    return in_core(request.param)
+
+
+def one_batch(codec, compress, records=RECORDS):
+    """One v2 batch of `records`, its records section compressed by compress()."""
+    plain = kcodec.encode(records, compression="none", base_offset=10)
+    template = kcodec.encode(records, compression=codec, base_offset=10)
+    assert len(entries(plain)) == len(entries(template)) == 1
+    return with_v2_section(template, compress(plain[61:]))
+
+
+def outcome(codec, in_core, data, **options):
+    """decode()'s rows with the codec decompressed in the core or through the
+    binding, or its error as (type, position, offset)."""
+    previous = system_codecs.in_core(codec) is not None
+    system_codecs.in_core(codec, in_core)
+    try:
+        return rows_of_table(kcodec.decode(data, **options))
+    except KafkaFormatError as exc:
+        return type(exc), exc.position, exc.offset
+    finally:
+        system_codecs.in_core(codec, previous)
+
+
+def assert_paths_agree(codec, data, **options):
+    in_core = outcome(codec, True, data, **options)
+    assert in_core == outcome(codec, False, data, **options)
+    return in_core
+
+
+def without_the_binding(monkeypatch):
+    """decode() may no longer decompress through the Python binding."""
+    def binding(*args):
+        raise AssertionError("decompressed through the Python binding")
+
+    monkeypatch.setattr(columns, "decompress", binding)
+
+
+def test_the_core_decompresses_without_the_binding(codec, monkeypatch):
+    data = kcodec.encode(RECORDS, compression=codec, max_batch_bytes=16384)
+    assert len(entries(data)) > 5
+    without_the_binding(monkeypatch)
+    table = kcodec.decode(data)
+    assert rows_of_table(table) == rows_of_records(data)
+    system_codecs.in_core(codec, False)
+    try:
+        with pytest.raises(AssertionError, match="Python binding"):
+            kcodec.decode(data)
+    finally:
+        system_codecs.in_core(codec, True)
+
+
+def test_turning_the_core_path_off_and_on(codec):
+    library = system_codecs.in_core(codec)
+    assert library.startswith({"lz4": "liblz4 ", "zstd": "libzstd "}[codec])
+    assert system_codecs.in_core(codec, False) is None
+    assert system_codecs.in_core(codec) is None
+    assert system_codecs.in_core(codec, True) == library
+    with pytest.raises(KeyError):
+        system_codecs.in_core("snappy")
+
+
+PAYLOADS = {
+    "lz4": {
+        "linked blocks, checksums, stored size": lambda raw: lz4.frame.compress(
+            raw, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=True,
+            content_checksum=True, block_checksum=True, store_size=True),
+        "4 MiB blocks": lambda raw: lz4.frame.compress(
+            raw, block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False, store_size=False),
+        "stored, not compressed": lambda raw: lz4.frame.compress(raw, compression_level=-1000),
+    },
+    "zstd": {
+        "content size": lambda raw: zstandard.ZstdCompressor(level=3).compress(raw),
+        "no content size": lambda raw: (lambda c: c.compress(raw) + c.flush())(
+            zstandard.ZstdCompressor(write_content_size=False).compressobj()),
+        "two frames": lambda raw: (zstandard.ZstdCompressor().compress(raw[:1000])
+                                   + zstandard.ZstdCompressor().compress(raw[1000:])),
+        "checksum": lambda raw: zstandard.ZstdCompressor(write_checksum=True).compress(raw),
+    },
+}
+
+
+@pytest.mark.parametrize("codec_name,shape", [(c, s) for c in PAYLOADS for s in PAYLOADS[c]])
+def test_frames_of_every_shape_give_the_same_rows(codec_name, shape, monkeypatch):
+    codec = in_core(codec_name)
+    data = one_batch(codec, PAYLOADS[codec][shape])
+    rows = assert_paths_agree(codec, data)
+    assert rows == rows_of_records(data)
+    assert len(rows) == len(RECORDS)
+    without_the_binding(monkeypatch)
+    assert outcome(codec, True, data) == rows
+
+
+@pytest.mark.invalid_input
+def test_decompressed_size_limit_is_the_bindings(codec, monkeypatch):
+    data = one_batch(codec, PAYLOADS[codec][sorted(PAYLOADS[codec])[0]])
+    size = len(kcodec.encode(RECORDS, compression="none")) - 61
+    assert size > 64 << 10            # past the core's first buffer: it grows
+    assert len(assert_paths_agree(codec, data, max_decompressed_bytes=size)) == len(RECORDS)
+    with monkeypatch.context() as patched:
+        without_the_binding(patched)
+        assert len(outcome(codec, True, data, max_decompressed_bytes=size)) == len(RECORDS)
+    for limit in (size - 1, 1000, 0):
+        got = assert_paths_agree(codec, data, max_decompressed_bytes=limit)
+        assert got[0] is DecompressionLimitError, limit
+
+
+@pytest.mark.invalid_input
+def test_cut_and_padded_frames_fail_alike(codec):
+    small = RECORDS[:200]
+    data = one_batch(codec, PAYLOADS[codec][sorted(PAYLOADS[codec])[0]], small)
+    section = data[61:]
+    for cut in list(range(0, len(section), max(1, len(section) // 40))) + [len(section) - 1]:
+        got = assert_paths_agree(codec, with_v2_section(data, section[:cut]))
+        assert isinstance(got, tuple) and issubclass(got[0], KafkaFormatError), cut
+    for tail in (b"\x00", b"\x00" * 9, section[:20]):
+        assert_paths_agree(codec, with_v2_section(data, section + tail))
+    assert_paths_agree(codec, with_v2_section(data, b""))
+
+
+def test_threads_decoding_at_once_each_get_their_rows(codec):
+    inputs = [kcodec.encode(RECORDS[i::4], compression=codec, base_offset=1000 * i,
+                            max_batch_bytes=8192) for i in range(4)]
+    expected = [rows_of_table(kcodec.decode(d)) for d in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: [rows_of_table(kcodec.decode(inputs[i]))
+                                       for _ in range(5)], range(4)))
+    assert got == [[rows] * 5 for rows in expected]
