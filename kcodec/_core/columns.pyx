@@ -3,8 +3,8 @@
 # One pass, record by record: each v2 record is parsed (parse_v2_record, the
 # one v2 record parser) and written straight into the column buffers while it
 # is in cache; legacy entries come parsed as Slots. A decompressed batch is
-# released (or its buffer reused, for lz4 and zstd, which the scan
-# decompresses itself) before the next one is decompressed. A record that does not fit
+# released (or its buffer reused: lz4 and zstd, which the scan decompresses
+# itself) before the next one is decompressed. A record that does not fit
 # stops the pass, the buffers grow, and it resumes at that record; a record
 # that fails its checks takes its whole batch back out of the columns, and
 # the batch is read again, through BatchReader and add_batch, which raises
@@ -1192,9 +1192,9 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     `keep` in decode_record_set skips them. With *pos at a batch begun in
     block b: 3 when it is compressed and not decompressed here (b holds its
     header; the Python binding decompresses it, with the GIL: see
-    system_codecs for those that are), and with views 2 when it needs a window into the input
-    first (none yet, or it ends past `limit`); -2, -3, NO_MEMORY as
-    fill_grown."""
+    system_codecs for those that are), and with views 2 when it needs a
+    window into the input first (none yet, or it ends past `limit`); -2, -3,
+    NO_MEMORY as fill_grown."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st

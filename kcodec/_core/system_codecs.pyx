@@ -63,7 +63,7 @@ cdef zstd_reset_fn zstd_reset = NULL
 cdef zstd_stream_fn zstd_stream = NULL
 cdef is_error_fn zstd_is_error = NULL
 cdef bint enabled[ZSTD + 1]
-cdef dict libraries = {}            # codec name -> "libzstd.so.1 1.5.4", for those loaded
+cdef dict libraries = {}            # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
 
 
 cdef void* open_library(str module):
@@ -118,9 +118,10 @@ load()
 
 def in_core(codec, enabled_now=None):
     """The library the decode loop calls for `codec` ("lz4" or "zstd"), as
-    "libzstd 1.5.7 (zstandard._cffi)", or None when decode() decompresses it through the Python
-    binding (its functions not found, or turned off). With `enabled_now`,
-    turns it on or off first; tests compare the two paths."""
+    "libzstd 1.5.7 (zstandard._cffi)", or None when decode() decompresses it
+    through the Python binding (its functions not found, or turned off).
+    With `enabled_now`, turns it on or off first; tests compare the two
+    paths."""
     cdef int codec_id = {"lz4": LZ4, "zstd": ZSTD}[codec]
     if enabled_now is not None:
         enabled[codec_id] = bool(enabled_now) and codec in libraries
