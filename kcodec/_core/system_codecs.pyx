@@ -13,6 +13,7 @@
 # error.
 import importlib.util
 
+from libc.stdint cimport uintptr_t
 from libc.stdlib cimport realloc, free
 from posix.dlfcn cimport dlopen, dlsym, RTLD_NOW, RTLD_LOCAL
 
@@ -66,16 +67,28 @@ cdef bint enabled[ZSTD + 1]
 cdef dict libraries = {}            # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
 
 
-cdef void* open_library(str module):
-    """The extension module `module` (already loaded, or just its shared
-    library: it is not initialised), or NULL."""
+cdef dict exported(str module, tuple names):
+    """name -> address of each of `names` in the extension module `module`
+    (its shared library opened, the module not initialised), or None unless
+    it exports them all."""
+    cdef void* library
+    cdef void* address
     try:
         spec = importlib.util.find_spec(module)
     except ImportError:
-        return NULL
+        return None
     if spec is None or not spec.origin:
-        return NULL
-    return dlopen(spec.origin.encode(), RTLD_NOW | RTLD_LOCAL)
+        return None
+    library = dlopen(spec.origin.encode(), RTLD_NOW | RTLD_LOCAL)
+    if library == NULL:
+        return None
+    found = {}
+    for name in names:
+        address = dlsym(library, name.encode())
+        if address == NULL:
+            return None
+        found[name] = <uintptr_t>address
+    return found
 
 
 cdef str version_text(str stem, unsigned number, str module):
@@ -85,30 +98,31 @@ cdef str version_text(str stem, unsigned number, str module):
 cdef void load():
     global lz4f_create, lz4f_free, lz4f_decompress, lz4f_is_error
     global zstd_create, zstd_free, zstd_set, zstd_reset, zstd_stream, zstd_is_error
-    cdef void* library = open_library("lz4.frame._frame")
-    cdef version_fn version
-    if library != NULL:
-        version = <version_fn>dlsym(library, "LZ4_versionNumber")
-        lz4f_create = <lz4f_create_fn>dlsym(library, "LZ4F_createDecompressionContext")
-        lz4f_free = <free_fn>dlsym(library, "LZ4F_freeDecompressionContext")
-        lz4f_decompress = <lz4f_decompress_fn>dlsym(library, "LZ4F_decompress")
-        lz4f_is_error = <is_error_fn>dlsym(library, "LZ4F_isError")
-        if (version != NULL and version() >= LZ4_MIN_VERSION and lz4f_create != NULL
-                and lz4f_free != NULL and lz4f_decompress != NULL and lz4f_is_error != NULL):
-            libraries["lz4"] = version_text("lz4", version(), "lz4.frame._frame")
-    library = open_library("zstandard._cffi")
-    if library != NULL:
-        version = <version_fn>dlsym(library, "ZSTD_versionNumber")
-        zstd_create = <zstd_create_fn>dlsym(library, "ZSTD_createDCtx")
-        zstd_free = <free_fn>dlsym(library, "ZSTD_freeDCtx")
-        zstd_set = <zstd_set_fn>dlsym(library, "ZSTD_DCtx_setParameter")
-        zstd_reset = <zstd_reset_fn>dlsym(library, "ZSTD_DCtx_reset")
-        zstd_stream = <zstd_stream_fn>dlsym(library, "ZSTD_decompressStream")
-        zstd_is_error = <is_error_fn>dlsym(library, "ZSTD_isError")
-        if (version != NULL and version() >= ZSTD_MIN_VERSION and zstd_create != NULL
-                and zstd_free != NULL and zstd_set != NULL and zstd_reset != NULL
-                and zstd_stream != NULL and zstd_is_error != NULL):
-            libraries["zstd"] = version_text("zstd", version(), "zstandard._cffi")
+    cdef unsigned version
+    lz4 = exported("lz4.frame._frame", (
+        "LZ4_versionNumber", "LZ4F_createDecompressionContext", "LZ4F_freeDecompressionContext",
+        "LZ4F_decompress", "LZ4F_isError"))
+    if lz4 is not None:
+        version = (<version_fn><uintptr_t>lz4["LZ4_versionNumber"])()
+        if version >= LZ4_MIN_VERSION:
+            lz4f_create = <lz4f_create_fn><uintptr_t>lz4["LZ4F_createDecompressionContext"]
+            lz4f_free = <free_fn><uintptr_t>lz4["LZ4F_freeDecompressionContext"]
+            lz4f_decompress = <lz4f_decompress_fn><uintptr_t>lz4["LZ4F_decompress"]
+            lz4f_is_error = <is_error_fn><uintptr_t>lz4["LZ4F_isError"]
+            libraries["lz4"] = version_text("lz4", version, "lz4.frame._frame")
+    zstd = exported("zstandard._cffi", (
+        "ZSTD_versionNumber", "ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_DCtx_setParameter",
+        "ZSTD_DCtx_reset", "ZSTD_decompressStream", "ZSTD_isError"))
+    if zstd is not None:
+        version = (<version_fn><uintptr_t>zstd["ZSTD_versionNumber"])()
+        if version >= ZSTD_MIN_VERSION:
+            zstd_create = <zstd_create_fn><uintptr_t>zstd["ZSTD_createDCtx"]
+            zstd_free = <free_fn><uintptr_t>zstd["ZSTD_freeDCtx"]
+            zstd_set = <zstd_set_fn><uintptr_t>zstd["ZSTD_DCtx_setParameter"]
+            zstd_reset = <zstd_reset_fn><uintptr_t>zstd["ZSTD_DCtx_reset"]
+            zstd_stream = <zstd_stream_fn><uintptr_t>zstd["ZSTD_decompressStream"]
+            zstd_is_error = <is_error_fn><uintptr_t>zstd["ZSTD_isError"]
+            libraries["zstd"] = version_text("zstd", version, "zstandard._cffi")
     enabled[LZ4] = "lz4" in libraries
     enabled[ZSTD] = "zstd" in libraries
 
@@ -182,8 +196,11 @@ cdef Py_ssize_t zstd_frames(Inflater* f, const uint8_t* src, size_t n, size_t li
     cdef size_t hint, before_in, before_out
     if f.zstd == NULL:
         f.zstd = zstd_create()
-        if f.zstd == NULL or zstd_is_error(zstd_set(f.zstd, ZSTD_D_WINDOW_LOG_MAX,
-                                                    ZSTD_WINDOW_LOG_MAX)):
+        if f.zstd == NULL:
+            return -1
+        if zstd_is_error(zstd_set(f.zstd, ZSTD_D_WINDOW_LOG_MAX, ZSTD_WINDOW_LOG_MAX)):
+            zstd_free(f.zstd)               # not without the window limit the Python path has
+            f.zstd = NULL
             return -1
     input.src = src
     input.size = n
