@@ -1,7 +1,8 @@
 """Codec registry: the compressed streams Kafka writes inside batches and wrappers.
 
 Compression itself is done by the codec libraries; only Kafka's own framing is
-here: snappy-java's "xerial" chunks and the header checksum that Kafka 0.8-0.9
+here: snappy-java's "xerial" chunks (read in kcodec/_core/system_codecs.pyx,
+which the decode loop shares) and the header checksum that Kafka 0.8-0.9
 computed wrongly for lz4 in magic 0. Every decompression is bounded by a
 per-batch limit so that a hostile batch cannot exhaust memory.
 """
@@ -18,6 +19,7 @@ except ImportError:                    # pragma: no cover - a platform without i
 import xxhash
 import zstandard
 
+from ._core.system_codecs import SNAPPY_MAX_EXPANSION, XERIAL_MAGIC, snappy_blocks
 from .errors import DecompressionError, DecompressionLimitError, UnsupportedFormatError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
@@ -27,10 +29,8 @@ CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 << 20
 ZSTD_MAX_WINDOW = 1 << 27          # libzstd's default window limit, as Java applies it
 ZSTD_MAX_EXPANSION = 1 << 15
-SNAPPY_MAX_EXPANSION = 22          # a 3-byte copy op writes at most 64 bytes
 LZ4_MAX_EXPANSION = 256            # a match length grows by at most 255 per input byte
 
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK = 32 * 1024           # snappy-java compresses input in blocks of this size
 _be_i32 = struct.Struct(">i")
@@ -114,27 +114,7 @@ def _snappy_block_len(block, limit, total):
 
 
 def _unsnappy(data, limit):
-    view = memoryview(data)
-    if not view or view[0] != 0x82 or view[:8] != XERIAL_MAGIC:
-        return _unsnappy_block(view, limit, 0)
-    # xerial: 16-byte header, then [int32 length][raw snappy block] chunks.
-    if len(view) < 16:
-        raise DecompressionError(f"snappy (xerial): header needs 16 bytes, got {len(view)}")
-    if len(view) >= 20 and _be_i32.unpack_from(view, 16)[0] == len(view) - 20:
-        return _unsnappy_block(view[20:], limit, 0)          # the usual single chunk
-    blocks = []
-    pos = 16
-    while pos < len(view):
-        if len(view) - pos < 4:
-            raise DecompressionError(f"snappy (xerial): chunk length cut off at byte {pos}")
-        (size,) = _be_i32.unpack_from(view, pos)
-        pos += 4
-        if size < 0 or size > len(view) - pos:
-            raise DecompressionError(
-                f"snappy (xerial): chunk at byte {pos - 4} declares {size & 0xFFFFFFFF} bytes "
-                f"but {len(view) - pos} remain")
-        blocks.append(view[pos:pos + size])
-        pos += size
+    blocks = snappy_blocks(data)
     if len(blocks) == 1:
         return _unsnappy_block(blocks[0], limit, 0)
     sizes = []

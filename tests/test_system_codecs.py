@@ -1,8 +1,10 @@
 """decode() decompresses lz4 and zstd batches itself, without the GIL, through
-the C functions of the Python bindings: the same rows, and the same errors at
-the same places, as decompressing through the bindings."""
+the C functions of the Python bindings, and snappy batches through cramjam
+straight into its own buffer: the same rows, and the same errors at the same
+places, as decompressing through the Python path."""
 from concurrent.futures import ThreadPoolExecutor
 
+import cramjam
 import lz4.frame
 import pytest
 import zstandard
@@ -12,7 +14,7 @@ from kcodec._core import columns, system_codecs
 from kcodec.errors import DecompressionLimitError, KafkaFormatError
 
 from arrow_rows import rows_of_records, rows_of_table
-from kafka_bytes import entries, with_v2_section
+from kafka_bytes import entries, with_v2_section, xerial
 from needs import unavailable
 
 RECORDS = [(f"key-{i}".encode(), (b"value %d " % i) * (i % 40), 1_700_000_000_000 + i,
@@ -25,7 +27,7 @@ def in_core(codec):
     return codec
 
 
-@pytest.fixture(params=["lz4", "zstd"])
+@pytest.fixture(params=["snappy", "lz4", "zstd"])
 def codec(request):
     return in_core(request.param)
 
@@ -81,15 +83,22 @@ def test_the_core_decompresses_without_the_binding(codec, monkeypatch):
 
 def test_turning_the_core_path_off_and_on(codec):
     library = system_codecs.in_core(codec)
-    assert library.startswith({"lz4": "liblz4 ", "zstd": "libzstd "}[codec])
+    assert library.startswith({"snappy": "cramjam ", "lz4": "liblz4 ", "zstd": "libzstd "}[codec])
     assert system_codecs.in_core(codec, False) is None
     assert system_codecs.in_core(codec) is None
     assert system_codecs.in_core(codec, True) == library
     with pytest.raises(KeyError):
-        system_codecs.in_core("snappy")
+        system_codecs.in_core("gzip")
 
 
 PAYLOADS = {
+    "snappy": {
+        "xerial, 32 KiB chunks": xerial,
+        "xerial, one chunk": lambda raw: xerial(raw, chunk=len(raw)),
+        "xerial, chunks of 1000 bytes and an empty one": lambda raw: (
+            xerial(raw, chunk=1000) + b"\x00\x00\x00\x01\x00"),
+        "raw block, no framing": lambda raw: bytes(cramjam.snappy.compress_raw(raw)),
+    },
     "lz4": {
         "linked blocks, checksums, stored size": lambda raw: lz4.frame.compress(
             raw, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=True,

@@ -37,7 +37,8 @@ from kcodec._core.records cimport (
     V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_record, raise_fault,
     read_v2_header, v2_records_end,
 )
-from kcodec._core.system_codecs cimport Inflater, decompress_in_core, release_inflater
+from kcodec._core.system_codecs cimport (
+    Inflater, decompress_in_core, decompress_with_gil, release_inflater)
 
 cdef extern from *:
     int popcount "__builtin_popcountll" (unsigned long long) noexcept nogil
@@ -1035,7 +1036,7 @@ cdef class Collector:
         cdef Block b
         cdef const uint8_t* window = NULL
         cdef int32_t buffer = 0
-        cdef Py_ssize_t limit = src.length, entry_end = 0
+        cdef Py_ssize_t limit = src.length, entry_end = 0, ready = -1
         cdef int st
         self.max_decompressed = reader.max_decompressed
         while True:
@@ -1050,13 +1051,22 @@ cdef class Collector:
                 limit = min(src.length, window - src.base + MAX_ARROW_BYTES)
             b.window = window
             b.buffer = buffer
-            if src.length - pos[0] < NOGIL_MIN_BYTES or src.base[pos[0] + 16] != 2:
+            if ready < 0 and (src.length - pos[0] < NOGIL_MIN_BYTES
+                              or src.base[pos[0] + 16] != 2):
                 st = scan(self, src.base, src.length, pos, reader.max_entry, reader.verify_crc,
-                          start, end, &b, limit)
+                          start, end, &b, limit, -1)
             else:
                 with nogil:
                     st = scan(self, src.base, src.length, pos, reader.max_entry,
-                              reader.verify_crc, start, end, &b, limit)
+                              reader.verify_crc, start, end, &b, limit, ready)
+            ready = -1
+            if st == 3 and not self.views:
+                ready = decompress_with_gil(&self.inflater, b.codec,
+                                            src.base + pos[0] + V2_HEADER,
+                                            b.consumed - pos[0] - V2_HEADER,
+                                            self.max_decompressed)
+                if ready >= 0:
+                    continue             # added by scan, without the GIL, with those after it
             if st == 3:
                 if self.add_compressed(reader, &b, pos[0]):
                     self.handed_back += 1
@@ -1183,7 +1193,7 @@ cdef inline bint plain_batch_at(const uint8_t* p, Py_ssize_t remaining) noexcept
 
 cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
               int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
-              Block* b, Py_ssize_t limit) noexcept nogil:
+              Block* b, Py_ssize_t limit, Py_ssize_t ready) noexcept nogil:
     """Add the v2 batches from *pos on, with no Python object per batch, until
     an entry it does not take whole: the end or a partial entry, a legacy
     entry, a control batch to include, anything that fails a check. That entry
@@ -1191,25 +1201,30 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     batches and batches outside [start, end) are skipped, CRCs checked, as
     `keep` in decode_record_set skips them. With *pos at a batch begun in
     block b: 3 when it is compressed and not decompressed here (b holds its
-    header; the Python binding decompresses it, with the GIL: see
-    system_codecs for those that are), and with views 2 when it needs a
+    header; the caller decompresses it, with the GIL: see system_codecs for
+    the codecs that are decompressed here), and with views 2 when it needs a
     window into the input first (none yet, or it ends past `limit`); -2, -3,
-    NO_MEMORY as fill_grown."""
+    NO_MEMORY as fill_grown. `ready` >= 0: the batch at *pos is in b, its
+    records decompressed into c.inflater, that many bytes, and is added first."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st
-    cdef Py_ssize_t decompressed = 0
+    cdef Py_ssize_t decompressed = ready
     cdef V2Header h
     while True:
-        p = base + pos[0]
-        if entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK or p[16] != 2:
-            return 0
-        attributes = load_u16(p + 21)
-        if attributes & 0x20 and c.include_control:
-            return 0
-        if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
-            return 0
-        if h.count and not attributes & 0x20 and h.last_offset >= start and h.base_offset < end:
+        if decompressed < 0:
+            p = base + pos[0]
+            if entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK or p[16] != 2:
+                return 0
+            attributes = load_u16(p + 21)
+            if attributes & 0x20 and c.include_control:
+                return 0
+            if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
+                return 0
+            if not (h.count and not attributes & 0x20 and h.last_offset >= start
+                    and h.base_offset < end):
+                pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
+                continue
             start_block(b, &c.o, h.count)
             b.v2.offset = h.base_offset
             b.v2.timestamp = h.first_timestamp
@@ -1229,30 +1244,32 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
                     c.max_decompressed)
                 if decompressed < 0:
                     return 3
-                if not count_fits(h.count, decompressed):
-                    c.handed_back += 1
-                    return 0
-                b.base = c.inflater.out
-                b.next = b.records = c.inflater.out
-                b.end = c.inflater.out + decompressed
-            else:
-                if not count_fits(h.count, size + LOG_OVERHEAD - V2_HEADER):
-                    return 0
-                if c.views and (b.window == NULL or b.consumed > limit):
-                    return 2
-                b.base = base
-                b.next = b.records = p + V2_HEADER
-                b.end = base + b.consumed
-            b.items = NULL
-            st = fill_grown(b, &c.o)
-            if st == 2:
+        if b.codec:
+            if not count_fits(<int32_t>b.count, decompressed):
                 c.handed_back += 1
                 return 0
-            if st:
-                return st
-            if b.codec:
-                c.o.expanded += decompressed - (LOG_OVERHEAD + size)
-        pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
+            b.base = c.inflater.out
+            b.next = b.records = c.inflater.out
+            b.end = c.inflater.out + decompressed
+        else:
+            if not count_fits(<int32_t>b.count, b.consumed - b.position - V2_HEADER):
+                return 0
+            if c.views and (b.window == NULL or b.consumed > limit):
+                return 2
+            b.base = base
+            b.next = b.records = base + b.position + V2_HEADER
+            b.end = base + b.consumed
+        b.items = NULL
+        st = fill_grown(b, &c.o)
+        if st == 2:
+            c.handed_back += 1
+            return 0
+        if st:
+            return st
+        if b.codec:
+            c.o.expanded += decompressed - (b.consumed - b.position)
+        decompressed = -1
+        pos[0] = b.consumed
 
 
 def decode_columns(batches, bint include_control=False, bint batch_columns=False,

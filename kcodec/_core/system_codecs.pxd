@@ -10,4 +10,6 @@ cdef struct Inflater:          # one decode's decompression state, reused batch 
 
 cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, size_t n,
                                    size_t limit) noexcept nogil
+cdef Py_ssize_t decompress_with_gil(Inflater* f, int codec, const uint8_t* src, size_t n,
+                                    size_t limit) except -2
 cdef void release_inflater(Inflater* f) noexcept nogil

@@ -1,4 +1,4 @@
-# lz4 and zstd, called without the GIL from the decode loop.
+# lz4 and zstd, called without the GIL from the decode loop; snappy, with it.
 #
 # The Python bindings decompress holding the GIL (lz4.frame) or hand it over
 # and take it back per call, so threads decoding compressed batches at once
@@ -13,9 +13,17 @@
 # error.
 import importlib.util
 
-from libc.stdint cimport uintptr_t
+import cramjam
+
+from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from libc.stdint cimport int32_t, uintptr_t
 from libc.stdlib cimport realloc, free
+from libc.string cimport memcmp
 from posix.dlfcn cimport dlopen, dlsym, RTLD_NOW, RTLD_LOCAL
+
+from kcodec._core.wire cimport load_i32
+from kcodec.errors import DecompressionError
 
 cdef extern from *:
     """
@@ -43,7 +51,8 @@ ctypedef size_t (*zstd_reset_fn)(void* dctx, int directive) noexcept nogil
 ctypedef size_t (*zstd_stream_fn)(void* dctx, kc_zstd_out* output, kc_zstd_in* input) noexcept nogil
 
 cdef enum:
-    LZ4 = 3                         # codec ids, as in a batch's attributes
+    SNAPPY = 2                      # codec ids, as in a batch's attributes
+    LZ4 = 3
     ZSTD = 4
     LZ4F_VERSION = 100              # the frame API's version, as lz4frame.h defines it
     LZ4_MIN_VERSION = 10800         # 1.8.0 and 1.4.0: the calls used here are stable from then
@@ -64,7 +73,8 @@ cdef zstd_reset_fn zstd_reset = NULL
 cdef zstd_stream_fn zstd_stream = NULL
 cdef is_error_fn zstd_is_error = NULL
 cdef bint enabled[ZSTD + 1]
-cdef dict libraries = {}            # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
+cdef dict libraries = {             # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
+    "snappy": f"cramjam {cramjam.__version__} (holding the GIL)"}
 
 
 cdef dict exported(str module, tuple names):
@@ -123,6 +133,7 @@ cdef void load():
             zstd_stream = <zstd_stream_fn><uintptr_t>zstd["ZSTD_decompressStream"]
             zstd_is_error = <is_error_fn><uintptr_t>zstd["ZSTD_isError"]
             libraries["zstd"] = version_text("zstd", version, "zstandard._cffi")
+    enabled[SNAPPY] = True
     enabled[LZ4] = "lz4" in libraries
     enabled[ZSTD] = "zstd" in libraries
 
@@ -131,12 +142,12 @@ load()
 
 
 def in_core(codec, enabled_now=None):
-    """The library the decode loop calls for `codec` ("lz4" or "zstd"), as
-    "libzstd 1.5.7 (zstandard._cffi)", or None when decode() decompresses it
-    through the Python binding (its functions not found, or turned off).
-    With `enabled_now`, turns it on or off first; tests compare the two
-    paths."""
-    cdef int codec_id = {"lz4": LZ4, "zstd": ZSTD}[codec]
+    """The library the decode loop calls for `codec` ("snappy", "lz4" or
+    "zstd"), as "libzstd 1.5.7 (zstandard._cffi)", or None when decode()
+    decompresses it through the Python path (its functions not found, or
+    turned off). With `enabled_now`, turns it on or off first; tests compare
+    the two paths."""
+    cdef int codec_id = {"snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}[codec]
     if enabled_now is not None:
         enabled[codec_id] = bool(enabled_now) and codec in libraries
     return libraries[codec] if enabled[codec_id] else None
@@ -244,3 +255,121 @@ cdef void release_inflater(Inflater* f) noexcept nogil:
     free(f.out)
     f.out = NULL
     f.capacity = 0
+
+
+# snappy. cramjam has no C interface, so its blocks are decompressed with the
+# GIL, but straight into f.out: no Python function or bytes object per batch,
+# and the decode loop goes on from there without the GIL (Collector.add_v2).
+
+cdef size_t max_expansion = 22     # a 3-byte copy op writes at most 64 bytes
+SNAPPY_MAX_EXPANSION = max_expansion
+cdef enum:
+    XERIAL_HEADER = 16              # the magic, a version and a compatible version
+    RAW = 0                         # snappy_framing
+    XERIAL = 1
+    XERIAL_SHORT_HEADER = 2
+    CHUNK = 0                       # xerial_chunk
+    LAST_CHUNK_DONE = 1
+    CHUNK_LENGTH_CUT = 2
+    CHUNK_PAST_END = 3
+
+cdef const char* xerial_magic = b"\x82SNAPPY\x00"
+XERIAL_MAGIC = xerial_magic[:8]
+cdef object raw_length = cramjam.snappy.decompress_raw_len
+cdef object raw_into = cramjam.snappy.decompress_raw_into
+
+
+cdef int snappy_framing(const uint8_t* src, size_t n) noexcept nogil:
+    """Whether a batch's snappy records are one raw block (RAW) or chunks of
+    snappy-java's framing (XERIAL), which Kafka's Java clients write."""
+    if n < 8 or memcmp(src, xerial_magic, 8) != 0:
+        return RAW
+    return XERIAL if n >= XERIAL_HEADER else XERIAL_SHORT_HEADER
+
+
+cdef int xerial_chunk(const uint8_t* src, size_t n, size_t* at, size_t* start,
+                      size_t* size) noexcept nogil:
+    """The raw snappy block of the [int32 length][block] chunk at *at
+    (XERIAL_HEADER at first): CHUNK with its bounds and *at past it,
+    LAST_CHUNK_DONE at the end, else a fault with *at where it is."""
+    cdef int32_t length
+    if at[0] == n:
+        return LAST_CHUNK_DONE
+    if n - at[0] < 4:
+        return CHUNK_LENGTH_CUT
+    length = load_i32(src + at[0])
+    if length < 0 or <size_t>length > n - at[0] - 4:
+        return CHUNK_PAST_END
+    start[0] = at[0] + 4
+    size[0] = <size_t>length
+    at[0] = start[0] + size[0]
+    return CHUNK
+
+
+def snappy_blocks(data):
+    """The raw snappy blocks (memoryviews) of a batch's snappy records."""
+    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    cdef size_t n = view.shape[0], at = XERIAL_HEADER, start = 0, size = 0
+    cdef const uint8_t* src = &view[0] if n else NULL
+    cdef int framing = snappy_framing(src, n), st
+    whole = memoryview(data).cast("B")
+    if framing == RAW:
+        return [whole]
+    if framing == XERIAL_SHORT_HEADER:
+        raise DecompressionError(f"snappy (xerial): header needs {XERIAL_HEADER} bytes, got {n}")
+    blocks = []
+    while True:
+        st = xerial_chunk(src, n, &at, &start, &size)
+        if st == LAST_CHUNK_DONE:
+            return blocks
+        if st == CHUNK_LENGTH_CUT:
+            raise DecompressionError(f"snappy (xerial): chunk length cut off at byte {at}")
+        if st == CHUNK_PAST_END:
+            raise DecompressionError(
+                f"snappy (xerial): chunk at byte {at} declares {load_i32(src + at) & 0xFFFFFFFF} "
+                f"bytes but {n - at - 4} remain")
+        blocks.append(whole[start:start + size])
+
+
+cdef Py_ssize_t snappy_into(Inflater* f, const uint8_t* src, size_t n, size_t limit) except -2:
+    """Decompress a v2 batch's snappy records into f.out, with the GIL: their
+    length, or -1 when they are left to the Python path (see above)."""
+    cdef size_t at = XERIAL_HEADER, start = 0, size = n, total = 0, want
+    cdef int framing = snappy_framing(src, n), st
+    if framing == XERIAL_SHORT_HEADER:
+        return -1
+    while True:
+        if framing == XERIAL:
+            st = xerial_chunk(src, n, &at, &start, &size)
+            if st == LAST_CHUNK_DONE:
+                return total
+            if st != CHUNK:
+                return -1
+        block = PyMemoryView_FromMemory(<char*>src + start, size, PyBUF_READ)
+        try:
+            want = raw_length(block)
+            if want > max_expansion * size + 64 or want > limit - total:
+                return -1
+            if (f.capacity < total + want or f.out == NULL) and not room_for(f, total + want, limit):
+                return -1                   # (cramjam takes no NULL buffer, even an empty one)
+            out = PyMemoryView_FromMemory(<char*>f.out + total, want, PyBUF_WRITE)
+            try:
+                if raw_into(block, out) != want:
+                    return -1
+            finally:
+                out.release()
+        except Exception:
+            return -1
+        finally:
+            block.release()
+        total += want
+        if framing == RAW:
+            return total
+
+
+cdef Py_ssize_t decompress_with_gil(Inflater* f, int codec, const uint8_t* src, size_t n,
+                                    size_t limit) except -2:
+    """decompress_in_core, for the codecs whose library needs the GIL."""
+    if codec == SNAPPY and enabled[SNAPPY]:
+        return snappy_into(f, src, n, limit)
+    return -1
