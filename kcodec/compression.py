@@ -19,7 +19,7 @@ except ImportError:                    # pragma: no cover - a platform without i
 import xxhash
 import zstandard
 
-from ._core.system_codecs import SNAPPY_MAX_EXPANSION, XERIAL_MAGIC, snappy_blocks
+from ._core.system_codecs import XERIAL_MAGIC, snappy_block_length, snappy_blocks
 from .errors import DecompressionError, DecompressionLimitError, UnsupportedFormatError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
@@ -101,13 +101,7 @@ def _gunzip(data, limit):
 
 
 def _snappy_block_len(block, limit, total):
-    try:
-        size = cramjam.snappy.decompress_raw_len(block)
-    except Exception as exc:
-        raise DecompressionError(f"snappy: {exc}") from None
-    if size > SNAPPY_MAX_EXPANSION * len(block) + 64:
-        raise DecompressionError(
-            f"snappy: a {len(block)}-byte block cannot hold the {size} bytes it declares")
+    size = snappy_block_length(block)
     if total + size > limit:
         raise _over_limit(SNAPPY, total + size, limit)
     return size

@@ -262,7 +262,6 @@ cdef void release_inflater(Inflater* f) noexcept nogil:
 # and the decode loop goes on from there without the GIL (Collector.add_v2).
 
 cdef size_t max_expansion = 22     # a 3-byte copy op writes at most 64 bytes
-SNAPPY_MAX_EXPANSION = max_expansion
 cdef enum:
     XERIAL_HEADER = 16              # the magic, a version and a compatible version
     RAW = 0                         # snappy_framing
@@ -308,11 +307,11 @@ cdef int xerial_chunk(const uint8_t* src, size_t n, size_t* at, size_t* start,
 
 def snappy_blocks(data):
     """The raw snappy blocks (memoryviews) of a batch's snappy records."""
-    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    whole = memoryview(data).cast("B")
+    cdef const uint8_t[::1] view = whole
     cdef size_t n = view.shape[0], at = XERIAL_HEADER, start = 0, size = 0
     cdef const uint8_t* src = &view[0] if n else NULL
     cdef int framing = snappy_framing(src, n), st
-    whole = memoryview(data).cast("B")
     if framing == RAW:
         return [whole]
     if framing == XERIAL_SHORT_HEADER:
@@ -331,6 +330,18 @@ def snappy_blocks(data):
         blocks.append(whole[start:start + size])
 
 
+cpdef Py_ssize_t snappy_block_length(block) except -1:
+    """The length a raw snappy block declares it decompresses to, if it could."""
+    try:
+        size = raw_length(block)
+    except Exception as exc:
+        raise DecompressionError(f"snappy: {exc}") from None
+    if size > max_expansion * len(block) + 64:
+        raise DecompressionError(
+            f"snappy: a {len(block)}-byte block cannot hold the {size} bytes it declares")
+    return size
+
+
 cdef Py_ssize_t snappy_into(Inflater* f, const uint8_t* src, size_t n, size_t limit) except -2:
     """Decompress a v2 batch's snappy records into f.out, with the GIL: their
     length, or -1 when they are left to the Python path (see above)."""
@@ -347,8 +358,8 @@ cdef Py_ssize_t snappy_into(Inflater* f, const uint8_t* src, size_t n, size_t li
                 return -1
         block = PyMemoryView_FromMemory(<char*>src + start, size, PyBUF_READ)
         try:
-            want = raw_length(block)
-            if want > max_expansion * size + 64 or want > limit - total:
+            want = snappy_block_length(block)
+            if want > limit - total:
                 return -1
             if (f.capacity < total + want or f.out == NULL) and not room_for(f, total + want, limit):
                 return -1                   # (cramjam takes no NULL buffer, even an empty one)
