@@ -332,11 +332,12 @@ def snappy_blocks(data):
 
 cpdef Py_ssize_t snappy_block_length(block) except -1:
     """The length a raw snappy block declares it decompresses to, if it could."""
+    cdef Py_ssize_t size
     try:
         size = raw_length(block)
     except Exception as exc:
         raise DecompressionError(f"snappy: {exc}") from None
-    if size > max_expansion * len(block) + 64:
+    if <size_t>size > max_expansion * <size_t>len(block) + 64:
         raise DecompressionError(
             f"snappy: a {len(block)}-byte block cannot hold the {size} bytes it declares")
     return size
