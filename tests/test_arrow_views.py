@@ -10,7 +10,9 @@ import pyarrow as pa
 import pytest
 
 import kcodec
-from kafka_bytes import INT32_MAX, zigzag_varint
+from kafka_bytes import INT32_MAX, entries, zigzag_varint
+from kcodec._core import system_codecs
+from needs import unavailable
 
 LOG_OVERHEAD = 12
 # One Arrow binary view: length, then (length > 12) prefix, buffer index, offset.
@@ -142,7 +144,44 @@ def test_each_decompressed_buffer_is_a_data_buffer():
     assert list(views["buffer"][views["length"] > 12]) == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4"])
+def in_core(codec):
+    if system_codecs.in_core(codec) is None:
+        unavailable(f"decode() does not decompress {codec} itself here")
+    return codec
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
+def test_batches_the_core_decompresses_share_a_data_buffer(codec):
+    records = RECORDS * 8
+    data = np.frombuffer(kcodec.encode(records, compression=in_core(codec), max_batch_bytes=400),
+                         np.uint8)
+    assert len(entries(data.tobytes())) > 20
+    table = assert_views_match_copies(data)
+    (buffer,) = data_buffers(table.column("value"))
+    start = data.ctypes.data
+    assert not start <= buffer.address < start + data.nbytes
+    decompressed = buffer.to_pybytes()
+    views = views_of(table.column("value"))
+    out_of_line = views["length"] > 12
+    assert out_of_line.sum() > 20 and (views["buffer"][out_of_line] == 0).all()
+    for view, (_, value, *_) in zip(views, records):
+        if view["length"] > 12:
+            offset = int(view["offset"])
+            assert decompressed[offset:offset + len(value)] == value
+
+
+def test_decompressed_batches_past_one_buffer_go_on_in_another():
+    records = [(b"k%d" % i, bytes([i % 251]) * 1000, 1_700_000_000_000 + i, None)
+               for i in range(10_000)]                  # 10 MB decompressed, 16 KB batches
+    data = kcodec.encode(records, compression=in_core("lz4"), max_batch_bytes=16384)
+    table = assert_views_match_copies(data)
+    buffers = data_buffers(table.column("value"))
+    assert 2 <= len(buffers) <= len(entries(data)) // 20
+    views = views_of(table.column("value"))
+    assert sorted(set(views["buffer"])) == list(range(len(buffers)))
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd", "snappy"])
 @pytest.mark.parametrize("wrap", [bytearray, memoryview, lambda b: np.frombuffer(b, np.uint8)])
 def test_table_outlives_the_input(codec, wrap):
     encoded = kcodec.encode(RECORDS, compression=codec, max_batch_bytes=400)

@@ -1,7 +1,8 @@
 """decode() decompresses lz4 and zstd batches itself, without the GIL, through
 the C functions of the Python bindings, and snappy batches through cramjam
 straight into its own buffer: the same rows, and the same errors at the same
-places, as decompressing through the Python path."""
+places, as decompressing through the Python path; with views=True too, where
+the batches stay in that buffer for the views to point into."""
 from concurrent.futures import ThreadPoolExecutor
 
 import cramjam
@@ -30,6 +31,11 @@ def in_core(codec):
 @pytest.fixture(params=["snappy", "lz4", "zstd"])
 def codec(request):
     return in_core(request.param)
+
+
+@pytest.fixture(params=[False, True], ids=["copies", "views"])
+def views(request):
+    return request.param
 
 
 def one_batch(codec, compress, records=RECORDS):
@@ -67,16 +73,16 @@ def without_the_binding(monkeypatch):
     monkeypatch.setattr(columns, "decompress", binding)
 
 
-def test_the_core_decompresses_without_the_binding(codec, monkeypatch):
+def test_the_core_decompresses_without_the_binding(codec, views, monkeypatch):
     data = kcodec.encode(RECORDS, compression=codec, max_batch_bytes=16384)
     assert len(entries(data)) > 5
     without_the_binding(monkeypatch)
-    table = kcodec.decode(data)
+    table = kcodec.decode(data, views=views)
     assert rows_of_table(table) == rows_of_records(data)
     system_codecs.in_core(codec, False)
     try:
         with pytest.raises(AssertionError, match="Python binding"):
-            kcodec.decode(data)
+            kcodec.decode(data, views=views)
     finally:
         system_codecs.in_core(codec, True)
 
@@ -125,42 +131,45 @@ def test_frames_of_every_shape_give_the_same_rows(codec_name, shape, monkeypatch
     rows = assert_paths_agree(codec, data)
     assert rows == rows_of_records(data)
     assert len(rows) == len(RECORDS)
+    assert assert_paths_agree(codec, data, views=True) == rows
     without_the_binding(monkeypatch)
     assert outcome(codec, True, data) == rows
+    assert outcome(codec, True, data, views=True) == rows
 
 
 @pytest.mark.invalid_input
-def test_decompressed_size_limit_is_the_bindings(codec, monkeypatch):
+def test_decompressed_size_limit_is_the_bindings(codec, views, monkeypatch):
     data = one_batch(codec, PAYLOADS[codec][sorted(PAYLOADS[codec])[0]])
     size = len(kcodec.encode(RECORDS, compression="none")) - 61
     assert size > 64 << 10            # past the core's first buffer: it grows
-    assert len(assert_paths_agree(codec, data, max_decompressed_bytes=size)) == len(RECORDS)
+    rows = assert_paths_agree(codec, data, max_decompressed_bytes=size, views=views)
+    assert len(rows) == len(RECORDS)
     with monkeypatch.context() as patched:
         without_the_binding(patched)
-        assert len(outcome(codec, True, data, max_decompressed_bytes=size)) == len(RECORDS)
+        assert outcome(codec, True, data, max_decompressed_bytes=size, views=views) == rows
     for limit in (size - 1, 1000, 0):
-        got = assert_paths_agree(codec, data, max_decompressed_bytes=limit)
+        got = assert_paths_agree(codec, data, max_decompressed_bytes=limit, views=views)
         assert got[0] is DecompressionLimitError, limit
 
 
 @pytest.mark.invalid_input
-def test_cut_and_padded_frames_fail_alike(codec):
+def test_cut_and_padded_frames_fail_alike(codec, views):
     small = RECORDS[:200]
     data = one_batch(codec, PAYLOADS[codec][sorted(PAYLOADS[codec])[0]], small)
     section = data[61:]
     for cut in list(range(0, len(section), max(1, len(section) // 40))) + [len(section) - 1]:
-        got = assert_paths_agree(codec, with_v2_section(data, section[:cut]))
+        got = assert_paths_agree(codec, with_v2_section(data, section[:cut]), views=views)
         assert isinstance(got, tuple) and issubclass(got[0], KafkaFormatError), cut
     for tail in (b"\x00", b"\x00" * 9, section[:20]):
-        assert_paths_agree(codec, with_v2_section(data, section + tail))
-    assert_paths_agree(codec, with_v2_section(data, b""))
+        assert_paths_agree(codec, with_v2_section(data, section + tail), views=views)
+    assert_paths_agree(codec, with_v2_section(data, b""), views=views)
 
 
-def test_threads_decoding_at_once_each_get_their_rows(codec):
+def test_threads_decoding_at_once_each_get_their_rows(codec, views):
     inputs = [kcodec.encode(RECORDS[i::4], compression=codec, base_offset=1000 * i,
                             max_batch_bytes=8192) for i in range(4)]
     expected = [rows_of_table(kcodec.decode(d)) for d in inputs]
     with ThreadPoolExecutor(4) as pool:
-        got = list(pool.map(lambda i: [rows_of_table(kcodec.decode(inputs[i]))
+        got = list(pool.map(lambda i: [rows_of_table(kcodec.decode(inputs[i], views=views))
                                        for _ in range(5)], range(4)))
     assert got == [[rows] * 5 for rows in expected]

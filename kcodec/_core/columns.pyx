@@ -38,7 +38,7 @@ from kcodec._core.records cimport (
     read_v2_header, v2_records_end,
 )
 from kcodec._core.system_codecs cimport (
-    Inflater, decompress_in_core, decompress_with_gil, release_inflater)
+    Inflater, decompress_in_core, decompress_with_gil, inflates, release_inflater)
 
 cdef extern from *:
     int popcount "__builtin_popcountll" (unsigned long long) noexcept nogil
@@ -896,6 +896,8 @@ cdef class Collector:
     cdef dict current
     cdef Inflater inflater          # for batches scan decompresses itself, without the GIL
     cdef size_t max_decompressed
+    cdef Py_ssize_t arena           # views: the index in buffers of inflater.out (-1: none)
+    cdef size_t largest_batch       # views: the most bytes a batch has decompressed to
 
     def __cinit__(self, bint include_control, bint views, bint batch_columns,
                   Py_ssize_t input_bytes):
@@ -906,6 +908,7 @@ cdef class Collector:
         self.current = {}
         memset(&self.o, 0, sizeof(Out))
         memset(&self.inflater, 0, sizeof(Inflater))
+        self.arena = -1
         self.o.views = views
         self.o.input_bytes = input_bytes
         self.o.header_keys_ascii = True
@@ -1060,11 +1063,13 @@ cdef class Collector:
                     st = scan(self, src.base, src.length, pos, reader.max_entry,
                               reader.verify_crc, start, end, &b, limit, ready)
             ready = -1
-            if st == 3 and not self.views:
+            if st == 3 and self.views and inflates(b.codec) and needs_new_arena(self):
+                self.begin_arena()
+                continue
+            if st == 3:
                 ready = decompress_with_gil(&self.inflater, b.codec,
                                             src.base + pos[0] + V2_HEADER,
-                                            b.consumed - pos[0] - V2_HEADER,
-                                            self.max_decompressed)
+                                            b.consumed - pos[0] - V2_HEADER, batch_limit(self))
                 if ready >= 0:
                     continue             # added by scan, without the GIL, with those after it
             if st == 3:
@@ -1076,12 +1081,46 @@ cdef class Collector:
             if st != 2:
                 pos[0] = b.consumed
 
+    cdef int begin_arena(self) except -1:
+        """Make inflater.out a new data buffer of the views (see needs_new_arena)."""
+        cdef size_t allocated
+        self.end_arena()
+        self.inflater.out = take_memory(
+            min(max(ARENA_BYTES, 2 * self.largest_batch), <size_t>MAX_ARROW_BYTES), &allocated)
+        if self.inflater.out == NULL:
+            raise MemoryError()
+        self.inflater.capacity = allocated
+        self.arena = len(self.buffers)
+        self.buffers.append(None)                       # set by end_arena
+        return 0
+
+    cdef int end_arena(self) except -1:
+        """Hand the batches decompressed into inflater.out to its data buffer."""
+        cdef ColumnMemory m
+        cdef size_t size = self.inflater.kept
+        cdef uint8_t* shrunk
+        if self.arena < 0:
+            return 0
+        m = ColumnMemory.__new__(ColumnMemory)
+        m.memory = self.inflater.out
+        m.capacity = self.inflater.capacity
+        self.inflater.out = NULL
+        self.inflater.capacity = self.inflater.kept = 0
+        if m.capacity > 2 * size + MIN_KEPT_BYTES:
+            shrunk = <uint8_t*>realloc(m.memory, max(size, <size_t>1))
+            if shrunk != NULL:
+                m.memory = shrunk
+                m.capacity = max(size, <size_t>1)
+        self.buffers[self.arena] = pa.foreign_buffer(<uintptr_t>m.memory, size, base=m)
+        self.arena = -1
+        return 0
+
     cdef object table(self):
         """The columns as a pyarrow.Table of record_schema, each column's
         memory handed to Arrow without a copy (see import_column)."""
         cdef Py_ssize_t rows = self.o.used[PER_ROW], nh = self.o.used[PER_HEADER]
         cdef Py_ssize_t size, k, units, set_bits
-        cdef int i, j, n_views = len(self.buffers) if self.views else 0
+        cdef int i, j, n_views
         cdef int nulls, valid, view_buffer, offsets
         cdef ColumnMemory m
         cdef uint8_t* shrunk
@@ -1090,6 +1129,8 @@ cdef class Collector:
         cdef Export* e
         cdef ArrowArray* a
         memset(nulls_of, 0, sizeof(nulls_of))
+        self.end_arena()
+        n_views = len(self.buffers) if self.views else 0
         self.memory = [ColumnMemory.adopt(&self.o, i) if self.o.enabled[i] else None
                        for i in range(N_BUFFERS)]
         for i in range(N_BUFFERS):
@@ -1191,6 +1232,26 @@ cdef inline bint plain_batch_at(const uint8_t* p, Py_ssize_t remaining) noexcept
     return remaining >= V2_HEADER and p[16] == 2 and not (p[22] & 0x07)
 
 
+# With views, batches the core decompresses stay in c.inflater.out, one after
+# another: one data buffer of the views for many batches. A new one is begun
+# when the rest of it would likely not hold the next batch, since growing it
+# would copy the batches it holds.
+cdef size_t ARENA_BYTES = 1 << 20
+
+
+cdef inline bint needs_new_arena(Collector c) noexcept nogil:
+    return c.arena < 0 or c.inflater.capacity - c.inflater.kept < c.largest_batch
+
+
+cdef inline size_t batch_limit(Collector c) noexcept nogil:
+    """The most bytes the core may decompress a batch to: max_decompressed_bytes
+    and, with views, what their int32 offsets still reach in c.inflater.out."""
+    if c.views:
+        return min(c.max_decompressed, <size_t>MAX_ARROW_BYTES - min(c.inflater.kept,
+                                                                    <size_t>MAX_ARROW_BYTES))
+    return c.max_decompressed
+
+
 cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
               int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
               Block* b, Py_ssize_t limit, Py_ssize_t ready) noexcept nogil:
@@ -1202,7 +1263,8 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     `keep` in decode_record_set skips them. With *pos at a batch begun in
     block b: 3 when it is compressed and not decompressed here (b holds its
     header; the caller decompresses it, with the GIL: see system_codecs for
-    the codecs that are decompressed here), and with views 2 when it needs a
+    the codecs that are decompressed here; with views, also when a new data
+    buffer is due, see needs_new_arena), and with views 2 when it needs a
     window into the input first (none yet, or it ends past `limit`); -2, -3,
     NO_MEMORY as fill_grown. `ready` >= 0: the batch at *pos is in b, its
     records decompressed into c.inflater, that many bytes, and is added first."""
@@ -1211,6 +1273,8 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     cdef int attributes, st
     cdef Py_ssize_t decompressed = ready
     cdef V2Header h
+    cdef const uint8_t* input_window = b.window
+    cdef int32_t input_buffer = b.buffer
     while True:
         if decompressed < 0:
             p = base + pos[0]
@@ -1239,23 +1303,27 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             b.consumed = pos[0] + LOG_OVERHEAD + size
             b.codec = attributes & 0x07
             if b.codec:
-                decompressed = -1 if c.views else decompress_in_core(
+                decompressed = -1 if c.views and needs_new_arena(c) else decompress_in_core(
                     &c.inflater, b.codec, p + V2_HEADER, LOG_OVERHEAD + size - V2_HEADER,
-                    c.max_decompressed)
+                    batch_limit(c))
                 if decompressed < 0:
                     return 3
         if b.codec:
             if not count_fits(<int32_t>b.count, decompressed):
                 c.handed_back += 1
                 return 0
-            b.base = c.inflater.out
-            b.next = b.records = c.inflater.out
-            b.end = c.inflater.out + decompressed
+            b.base = c.inflater.out + c.inflater.kept
+            b.next = b.records = b.base
+            b.end = b.base + decompressed
+            b.window = c.inflater.out
+            b.buffer = <int32_t>c.arena
         else:
             if not count_fits(<int32_t>b.count, b.consumed - b.position - V2_HEADER):
                 return 0
-            if c.views and (b.window == NULL or b.consumed > limit):
+            if c.views and (input_window == NULL or b.consumed > limit):
                 return 2
+            b.window = input_window
+            b.buffer = input_buffer
             b.base = base
             b.next = b.records = base + b.position + V2_HEADER
             b.end = base + b.consumed
@@ -1268,6 +1336,9 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             return st
         if b.codec:
             c.o.expanded += decompressed - (b.consumed - b.position)
+            if c.views:
+                c.inflater.kept += decompressed
+                c.largest_batch = max(c.largest_batch, <size_t>decompressed)
         decompressed = -1
         pos[0] = b.consumed
 

@@ -2,8 +2,9 @@ from libc.stdint cimport uint8_t
 
 
 cdef struct Inflater:          # one decode's decompression state, reused batch to batch
-    uint8_t* out               # the last batch's decompressed bytes
+    uint8_t* out               # the last batch's decompressed bytes, from out + kept
     size_t capacity
+    size_t kept                # bytes of earlier batches kept at the front of out (views)
     void* lz4                  # LZ4F_dctx*, made on first use
     void* zstd                 # ZSTD_DCtx*, made on first use
 
@@ -12,4 +13,5 @@ cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, s
                                    size_t limit) noexcept nogil
 cdef Py_ssize_t decompress_with_gil(Inflater* f, int codec, const uint8_t* src, size_t n,
                                     size_t limit) except -2
+cdef bint inflates(int codec) noexcept nogil
 cdef void release_inflater(Inflater* f) noexcept nogil

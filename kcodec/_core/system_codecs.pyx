@@ -153,13 +153,20 @@ def in_core(codec, enabled_now=None):
     return libraries[codec] if enabled[codec_id] else None
 
 
+cdef inline size_t room(Inflater* f, size_t limit) noexcept nogil:
+    """How many bytes a batch of at most `limit` may take in f.out as it is."""
+    return min(f.capacity - f.kept, limit)
+
+
 cdef bint room_for(Inflater* f, size_t produced, size_t limit) noexcept nogil:
-    """Grow f.out past `produced` bytes (to at most `limit`): False if it cannot."""
+    """Grow f.out past a batch's `produced` bytes (a batch of at most `limit`,
+    after the f.kept bytes before it): False if it cannot."""
     cdef size_t capacity
     cdef uint8_t* grown
-    if f.capacity >= limit:
+    if room(f, limit) >= limit:
         return False
-    capacity = min(max(<size_t>FIRST_CAPACITY, 2 * f.capacity, produced + 1), limit)
+    capacity = min(max(<size_t>FIRST_CAPACITY, 2 * f.capacity, f.kept + produced + 1),
+                   f.kept + limit)
     grown = <uint8_t*>realloc(f.out, capacity)
     if grown == NULL:
         return False
@@ -182,12 +189,13 @@ cdef Py_ssize_t lz4_frame(Inflater* f, const uint8_t* src, size_t n, size_t limi
         f.lz4 = NULL
         return -1
     while True:
-        if produced == f.capacity and not room_for(f, produced, limit):
+        if produced == room(f, limit) and not room_for(f, produced, limit):
             drop_lz4(f)
             return -1
-        out_size = f.capacity - produced
+        out_size = room(f, limit) - produced
         in_size = n - consumed
-        hint = lz4f_decompress(f.lz4, f.out + produced, &out_size, src + consumed, &in_size, NULL)
+        hint = lz4f_decompress(f.lz4, f.out + f.kept + produced, &out_size, src + consumed,
+                               &in_size, NULL)
         if lz4f_is_error(hint) or (hint and out_size == 0 and in_size == 0):
             drop_lz4(f)
             return -1
@@ -195,7 +203,7 @@ cdef Py_ssize_t lz4_frame(Inflater* f, const uint8_t* src, size_t n, size_t limi
         consumed += in_size
         if hint == 0:
             return <Py_ssize_t>produced if consumed == n else -1
-        if consumed == n and produced < f.capacity:      # the input ends inside the frame
+        if consumed == n and produced < room(f, limit):   # the input ends inside the frame
             drop_lz4(f)
             return -1
 
@@ -218,10 +226,10 @@ cdef Py_ssize_t zstd_frames(Inflater* f, const uint8_t* src, size_t n, size_t li
     input.pos = 0
     output.pos = 0
     while True:
-        if output.pos == f.capacity and not room_for(f, output.pos, limit):
+        if output.pos == room(f, limit) and not room_for(f, output.pos, limit):
             break
-        output.dst = f.out
-        output.size = f.capacity
+        output.dst = f.out + f.kept
+        output.size = room(f, limit)
         before_in = input.pos
         before_out = output.pos
         hint = zstd_stream(f.zstd, &output, &input)
@@ -229,15 +237,15 @@ cdef Py_ssize_t zstd_frames(Inflater* f, const uint8_t* src, size_t n, size_t li
             break
         if hint == 0 and input.pos == n:
             return <Py_ssize_t>output.pos
-        if hint and input.pos == n and output.pos < f.capacity:   # the input ends inside a frame
-            break
+        if hint and input.pos == n and output.pos < room(f, limit):
+            break                           # the input ends inside a frame
     zstd_reset(f.zstd, ZSTD_RESET_SESSION)
     return -1
 
 
 cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, size_t n,
                                    size_t limit) noexcept nogil:
-    """Decompress a v2 batch's records into f.out: their length, or -1 when
+    """Decompress a v2 batch's records into f.out + f.kept: their length, or -1 when
     they are not decompressed here (a codec without its library, input this
     path does not take whole, more than `limit` bytes, no memory)."""
     if codec == LZ4 and enabled[LZ4]:
@@ -247,6 +255,11 @@ cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, s
     return -1
 
 
+cdef bint inflates(int codec) noexcept nogil:
+    """Whether decompress_in_core or decompress_with_gil takes batches of `codec`."""
+    return codec in (SNAPPY, LZ4, ZSTD) and enabled[codec]
+
+
 cdef void release_inflater(Inflater* f) noexcept nogil:
     drop_lz4(f)
     if f.zstd != NULL:
@@ -254,7 +267,7 @@ cdef void release_inflater(Inflater* f) noexcept nogil:
         f.zstd = NULL
     free(f.out)
     f.out = NULL
-    f.capacity = 0
+    f.capacity = f.kept = 0
 
 
 # snappy. cramjam has no C interface, so its blocks are decompressed with the
@@ -362,9 +375,10 @@ cdef Py_ssize_t snappy_into(Inflater* f, const uint8_t* src, size_t n, size_t li
             want = snappy_block_length(block)
             if want > limit - total:
                 return -1
-            if (f.capacity < total + want or f.out == NULL) and not room_for(f, total + want, limit):
+            if ((room(f, limit) < total + want or f.out == NULL)
+                    and not room_for(f, total + want, limit)):
                 return -1                   # (cramjam takes no NULL buffer, even an empty one)
-            out = PyMemoryView_FromMemory(<char*>f.out + total, want, PyBUF_WRITE)
+            out = PyMemoryView_FromMemory(<char*>f.out + f.kept + total, want, PyBUF_WRITE)
             try:
                 if raw_into(block, out) != want:
                     return -1
