@@ -925,7 +925,8 @@ def markdown(result):
         f"{env['kcodec_hardware_crc32c']}; decode() decompresses "
         + (", ".join(f"{codec} with {library}" for codec, library
                      in env.get("kcodec_in_core", {}).items() if library) or "every codec")
-        + (" from the compiled loop, into one reused buffer"
+        + (" from the compiled loop, into one reused buffer (views=True: into buffers"
+           " the views point into, many batches each)"
            if any(env.get("kcodec_in_core", {}).values()) else " through the Python bindings")
         + ".",
         f"Records/s = records / median seconds per call; median of {p['repeats']} interleaved "
