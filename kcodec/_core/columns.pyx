@@ -1040,6 +1040,8 @@ cdef class Collector:
         cdef const uint8_t* window = NULL
         cdef int32_t buffer = 0
         cdef Py_ssize_t limit = src.length, entry_end = 0, ready = -1
+        cdef const uint8_t* section
+        cdef size_t section_size
         cdef int st
         self.max_decompressed = reader.max_decompressed
         while True:
@@ -1063,16 +1065,21 @@ cdef class Collector:
                     st = scan(self, src.base, src.length, pos, reader.max_entry,
                               reader.verify_crc, start, end, &b, limit, ready)
             ready = -1
-            if st == 3 and self.views and inflates(b.codec) and needs_new_arena(self):
-                self.begin_arena()
-                continue
             if st == 3:
-                ready = decompress_with_gil(&self.inflater, b.codec,
-                                            src.base + pos[0] + V2_HEADER,
-                                            b.consumed - pos[0] - V2_HEADER, batch_limit(self))
+                section = src.base + pos[0] + V2_HEADER
+                section_size = b.consumed - pos[0] - V2_HEADER
+                if self.views and inflates(b.codec) and needs_new_arena(self):
+                    # The scan left the batch for a new buffer; it decompresses
+                    # here, into that one, rather than through the scan again.
+                    self.begin_arena()
+                    with nogil:
+                        ready = decompress_in_core(&self.inflater, b.codec, section,
+                                                   section_size, batch_limit(self))
+                if ready < 0:
+                    ready = decompress_with_gil(&self.inflater, b.codec, section, section_size,
+                                                batch_limit(self))
                 if ready >= 0:
                     continue             # added by scan, without the GIL, with those after it
-            if st == 3:
                 if self.add_compressed(reader, &b, pos[0]):
                     self.handed_back += 1
                     return 0
