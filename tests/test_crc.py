@@ -1,6 +1,7 @@
 """kcodec's CRCs against independent implementations, at every length class the
-hardware path treats differently (alignment head, three-stream blocks of 768
-and 6144 bytes, 8-byte words, byte tail)."""
+hardware paths treat differently: for CRC-32C alignment head, three-stream
+blocks of 768 and 6144 bytes, 8-byte words, byte tail; for CRC-32 the table
+below 32 bytes, 16-byte folds, four side by side from 128 bytes, the tail."""
 import os
 import zlib
 
@@ -11,7 +12,7 @@ import pytest
 import kcodec
 
 LENGTHS = sorted(set(list(range(0, 80)) + [
-    255, 256, 767, 768, 769, 1535, 1536, 6143, 6144, 6145, 6151, 12288, 16384, 16389,
+    127, 128, 129, 143, 144, 191, 192, 193, 207, 255, 256, 767, 768, 769, 1535, 1536, 6143, 6144, 6145, 6151, 12288, 16384, 16389,
     65535, 65536, 65537, 1 << 20, (1 << 20) + 13]))
 
 
@@ -26,13 +27,16 @@ def test_crc32c_matches_the_crc32c_package(length):
 
 @pytest.mark.parametrize("length", LENGTHS)
 def test_crc32_matches_zlib(length):
-    data = os.urandom(length + 3)[3:]
-    assert kcodec.crc32(data) == zlib.crc32(data)
-    assert kcodec.crc32(data, 77) == zlib.crc32(data, 77)
+    data = os.urandom(length + 7)
+    for start in (0, 1, 5):
+        view = memoryview(data)[start:start + length]
+        assert kcodec.crc32(view) == zlib.crc32(view)
+        assert kcodec.crc32(view, 0xDEADBEEF) == zlib.crc32(view, 0xDEADBEEF)
 
 
 def test_crc_continues_across_pieces_and_takes_any_buffer():
     data = os.urandom(20000)
     assert kcodec.crc32c(data[7000:], kcodec.crc32c(data[:7000])) == crc32c.crc32c(data)
+    assert kcodec.crc32(data[7001:], kcodec.crc32(data[:7001])) == zlib.crc32(data)
     assert kcodec.crc32c(np.frombuffer(data, np.uint8)) == crc32c.crc32c(data)
     assert kcodec.crc32c(bytearray(data)) == crc32c.crc32c(data)

@@ -28,6 +28,8 @@ def test_hardware_crc32c_where_the_cpu_has_it():
         flags = Path("/proc/cpuinfo").read_text()
         if " sse4_2" in flags:
             assert kcodec.hardware_crc32c()
+        if " pclmulqdq" in flags:
+            assert crc.hardware_crc32()
 
 
 def test_records_are_extension_types():

@@ -9,6 +9,7 @@ cdef extern from "crc_impl.h":
     uint32_t kc_crc32c(uint32_t crc, const uint8_t* p, size_t n) noexcept nogil
     uint32_t kc_crc32(uint32_t crc, const uint8_t* p, size_t n) noexcept nogil
     int kc_have_hw_crc32c
+    int kc_have_hw_crc32
 
 kc_crc_init()
 
@@ -67,3 +68,8 @@ def crc32(data, uint32_t value=0):
 def hardware_crc32c():
     """True when CRC-32C runs on the CPU's crc32 instruction."""
     return bool(kc_have_hw_crc32c)
+
+
+def hardware_crc32():
+    """True when CRC-32 runs on the CPU's carry-less multiply (PCLMULQDQ)."""
+    return bool(kc_have_hw_crc32)

@@ -1,7 +1,8 @@
 /* CRC-32C (Castagnoli, v2 batches) and CRC-32 (ISO-HDLC, v0/v1 messages).
  * Software: slicing-by-8 tables built once at import.
- * Hardware: the SSE4.2 crc32 instruction (CRC-32C only), chosen at run time
- * so one wheel runs on every x86-64 CPU. */
+ * Hardware, chosen at run time so one wheel runs on every x86-64 CPU: the
+ * SSE4.2 crc32 instruction for CRC-32C, carry-less multiplication (PCLMULQDQ)
+ * for CRC-32, which no instruction computes directly. */
 #ifndef KCODEC_CRC_IMPL_H
 #define KCODEC_CRC_IMPL_H
 #include <stddef.h>
@@ -11,6 +12,7 @@
 static uint32_t kc_table_c[8][256];
 static uint32_t kc_table_z[8][256];
 static int kc_have_hw_crc32c = 0;
+static int kc_have_hw_crc32 = 0;
 
 static inline void kc_build_table(uint32_t table[8][256], uint32_t poly) {
     for (uint32_t i = 0; i < 256; i++) {
@@ -119,6 +121,71 @@ static inline uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
     while (n--) c = _mm_crc32_u8((uint32_t)c, *p++);
     return ~(uint32_t)c;
 }
+
+/* CRC-32 by folding. The input is read as one polynomial over GF(2), its
+ * first byte's low bit the highest power (the bit order of CRC-32). Of a
+ * 16-byte block A followed by D bits more, only A * x^D mod P matters, and
+ * with A = Ahi * x^64 + Alo that is Ahi * (x^(D+64) mod P) + Alo * (x^D mod P):
+ * two 64 x 32-bit carry-less products, under 96 bits, xored into the block D
+ * bits on. Four blocks are folded side by side (D = 512), then joined into
+ * one (D = 384, 256, 128), which folds over the rest 16 bytes at a time; the
+ * table finishes the last block and the tail. A product of two 64-bit
+ * fields in this bit order comes out one power short: the constants are
+ * x^(D+63) and x^(D-1). */
+#include <wmmintrin.h>
+#define KC_CLMUL_MIN 32
+static uint64_t kc_fold_z[4][2];    /* D = 128 (i + 1): {x^(D+63), x^(D-1)} mod P, bit-reflected */
+
+static inline uint64_t kc_reflected_power(unsigned e) {
+    uint64_t r = 1;                  /* x^e mod P, P = x^32 + 0x04C11DB7 in the usual bit order */
+    while (e--) {
+        r <<= 1;
+        if (r >> 32) r ^= 0x104C11DB7ull;
+    }
+    uint64_t out = 0;                /* x^j at bit 63 - j: a 64-bit field in CRC-32's order */
+    for (int j = 0; j < 32; j++) if (r >> j & 1) out |= 1ull << (63 - j);
+    return out;
+}
+
+static inline void kc_build_fold(void) {
+    for (unsigned i = 0; i < 4; i++) {
+        kc_fold_z[i][0] = kc_reflected_power(128 * (i + 1) + 63);
+        kc_fold_z[i][1] = kc_reflected_power(128 * (i + 1) - 1);
+    }
+}
+
+__attribute__((target("pclmul,sse2")))
+static inline __m128i kc_fold(__m128i block, const uint64_t k[2], __m128i next) {
+    __m128i kk = _mm_loadu_si128((const __m128i *)k);
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(block, kk, 0x00),
+                                       _mm_clmulepi64_si128(block, kk, 0x11)), next);
+}
+
+__attribute__((target("pclmul,sse2")))
+static inline uint32_t kc_crc32_clmul(uint32_t crc, const uint8_t *p, size_t n) {
+    /* n >= 16; the register (~crc) enters as the xor of the first 4 bytes */
+    __m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p), _mm_cvtsi32_si128((int)~crc));
+    uint8_t last[16];
+    if (n >= 128) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
+        for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
+            a = kc_fold(a, kc_fold_z[3], _mm_loadu_si128((const __m128i *)p));
+            b = kc_fold(b, kc_fold_z[3], _mm_loadu_si128((const __m128i *)(p + 16)));
+            c = kc_fold(c, kc_fold_z[3], _mm_loadu_si128((const __m128i *)(p + 32)));
+            d = kc_fold(d, kc_fold_z[3], _mm_loadu_si128((const __m128i *)(p + 48)));
+        }
+        a = kc_fold(a, kc_fold_z[2], kc_fold(b, kc_fold_z[1], kc_fold(c, kc_fold_z[0], d)));
+    } else {
+        p += 16; n -= 16;
+    }
+    for (; n >= 16; p += 16, n -= 16)
+        a = kc_fold(a, kc_fold_z[0], _mm_loadu_si128((const __m128i *)p));
+    _mm_storeu_si128((__m128i *)last, a);
+    /* the block's CRC register from zero is the register of all before it */
+    return kc_crc_sw(kc_table_z, kc_crc_sw(kc_table_z, 0xFFFFFFFFu, last, 16), p, n);
+}
 #else
 #define KC_HW_CRC 0
 #endif
@@ -133,6 +200,8 @@ static inline void kc_crc_init(void) {
     kc_build_shift(kc_shift_short, KC_SHORT);
     __builtin_cpu_init();
     kc_have_hw_crc32c = __builtin_cpu_supports("sse4.2");
+    kc_build_fold();
+    kc_have_hw_crc32 = __builtin_cpu_supports("pclmul");
 #endif
 }
 
@@ -145,6 +214,9 @@ static inline uint32_t kc_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
 }
 
 static inline uint32_t kc_crc32(uint32_t crc, const uint8_t *p, size_t n) {
+#if KC_HW_CRC
+    if (kc_have_hw_crc32 && n >= KC_CLMUL_MIN) return kc_crc32_clmul(crc, p, n);
+#endif
     if (!kc_little_endian()) return kc_crc_sw_bytewise(kc_table_z, crc, p, n);
     return kc_crc_sw(kc_table_z, crc, p, n);
 }
