@@ -444,3 +444,65 @@ def test_offset_bounds_on_offsets_out_of_order(views):
     assert table.column("offset").to_pylist() == [r.offset for r in expected]
     assert table.column("value").to_pylist() == [r.value for r in expected]
     assert table.schema == schema(views=views)
+
+
+def _message_runs():
+    """v0 and v1 messages in runs longer than the core takes at once (1024),
+    between wrappers and v2 batches; offsets rising throughout."""
+    parts, offset = [], 0
+    for magic, codec, n, ts_type in ((0, "none", 1500, "CreateTime"), (1, "gzip", 30, "CreateTime"),
+                                     (1, "none", 2100, "CreateTime"), (2, "none", 40, "CreateTime"),
+                                     (1, "none", 5, "LogAppendTime")):
+        records = [(b"k%d" % i if i % 3 else None, b"v" * (i % 50) if i % 7 else None,
+                    1_700_000_000_000 + i) for i in range(n)]
+        parts.append(kcodec.encode(records, magic=magic, compression=codec, base_offset=offset,
+                                   timestamp_type=ts_type))
+        offset += n
+    return b"".join(parts), offset
+
+
+@pytest.mark.parametrize("views", [False, True])
+def test_runs_of_v0_and_v1_messages_decode_like_read_records(views):
+    data, count = _message_runs()
+    copies = assert_same_rows(data)
+    assert copies.num_rows == count
+    assert set(copies.column("timestampType").to_pylist()) == {-1, 0, 1}
+    if views:
+        table = kcodec.decode(data, views=True)
+        table.validate(full=True)
+        assert table.cast(copies.schema).equals(copies)
+    for start, end in ((None, 700), (1499, 1531), (1000, 3700), (3650, None), (9000, None)):
+        table = kcodec.decode(data, views=views, start_offset=start, end_offset=end)
+        expected = [r.offset for r in kcodec.read_records(data, start_offset=start,
+                                                          end_offset=end)]
+        assert table.column("offset").to_pylist() == expected
+
+
+@pytest.mark.invalid_input
+@pytest.mark.parametrize("views", [False, True])
+def test_a_message_failing_its_checks_mid_run_raises_what_read_records_raises(views):
+    data, count = _message_runs()
+    bad = bytearray(data)
+    at = 0
+    for _ in range(700):                       # the 701st message of the first run
+        at += 12 + int.from_bytes(bad[at + 8:at + 12], "big")
+    bad[at + 22] ^= 0xFF                       # its key (magic 0): the CRC no longer matches
+    with pytest.raises(kcodec.CrcMismatchError) as from_records:
+        list(kcodec.read_records(bytes(bad)))
+    with pytest.raises(kcodec.CrcMismatchError) as from_decode:
+        kcodec.decode(bytes(bad), views=views)
+    assert str(from_decode.value) == str(from_records.value)
+    assert from_decode.value.position == from_records.value.position == at
+    assert from_decode.value.offset == 700
+    unchecked = kcodec.decode(bytes(bad), views=views, verify_crc=False)
+    assert unchecked.num_rows == count
+    assert (unchecked.column("value")[700].as_py()
+            == list(kcodec.read_records(bytes(bad), verify_crc=False))[700].value)
+
+    cut = data[:at + 20]                       # the 701st message cut short
+    assert assert_same_rows(cut).num_rows == 700
+    with pytest.raises(kcodec.CorruptRecordError) as from_records:
+        list(kcodec.read_records(cut, partial="error"))
+    with pytest.raises(kcodec.CorruptRecordError) as from_decode:
+        kcodec.decode(cut, partial="error", views=views)
+    assert str(from_decode.value) == str(from_records.value)

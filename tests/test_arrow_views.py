@@ -99,12 +99,15 @@ def test_empty_input():
                                                views=True)
 
 
-def test_values_point_into_the_input_not_a_copy():
-    data = np.frombuffer(kcodec.encode(RECORDS, max_batch_bytes=400), np.uint8).copy()
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_values_point_into_the_input_not_a_copy(magic):
+    records = RECORDS if magic == 2 else [r[:3] for r in RECORDS]
+    data = np.frombuffer(kcodec.encode(records, magic=magic, max_batch_bytes=400),
+                         np.uint8).copy()
     assert len(list(kcodec.read_batches(data))) > 1
     table = kcodec.decode(data, views=True)
     start = data.ctypes.data
-    for name, expected in (("key", [r[0] for r in RECORDS]), ("value", [r[1] for r in RECORDS])):
+    for name, expected in (("key", [r[0] for r in records]), ("value", [r[1] for r in records])):
         (buffer,) = data_buffers(table.column(name))
         assert buffer.address == start and buffer.size == data.nbytes
         views = views_of(table.column(name))

@@ -35,7 +35,7 @@ from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_
 from kcodec._core.records cimport (
     Batch, BatchReader, Slot, Slots, Source, V2Base, V2Header, ENTRY_OK, LOG_OVERHEAD, V2_HEADER,
     V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_record, raise_fault,
-    read_v2_header, v2_records_end,
+    read_v2_header, scan_messages, v2_records_end,
 )
 from kcodec._core.system_codecs cimport (
     Inflater, decompress_in_core, decompress_with_gil, inflates, release_inflater)
@@ -59,6 +59,11 @@ from kcodec.errors import CorruptRecordError, KafkaFormatError
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
 cdef double MAX_EXPANSION = 16     # of compressed input, when extrapolating growth
 cdef Py_ssize_t MAX_RESERVED_BLOCK = 64 << 20   # a larger block takes fill's checked loop
+# v0/v1 messages are added MESSAGE_RUN at a time (each one record); a run
+# spans at most MESSAGE_RUN_BYTES, far inside the 2 GiB a views window holds.
+cdef enum:
+    MESSAGE_RUN = 1024
+cdef Py_ssize_t MESSAGE_RUN_BYTES = 64 << 20
 
 
 # The column buffers. Their order is relied on: a binary column's data
@@ -898,6 +903,7 @@ cdef class Collector:
     cdef size_t max_decompressed
     cdef Py_ssize_t arena           # views: the index in buffers of inflater.out (-1: none)
     cdef size_t largest_batch       # views: the most bytes a batch has decompressed to
+    cdef Slot* messages             # add_messages' run of v0/v1 messages (MESSAGE_RUN)
 
     def __cinit__(self, bint include_control, bint views, bint batch_columns,
                   Py_ssize_t input_bytes):
@@ -934,6 +940,7 @@ cdef class Collector:
     def __dealloc__(self):
         cdef int i
         release_inflater(&self.inflater)
+        free(self.messages)
         for i in range(N_BUFFERS):
             if self.o.mem[i] != NULL:          # not handed to table()'s ColumnMemory
                 give_back(self.o.mem[i], self.o.allocated[i])
@@ -1030,6 +1037,47 @@ cdef class Collector:
             return 1
         self.o.expanded += data.length - size
         return 0
+
+    cdef bint add_messages(self, BatchReader reader, Py_ssize_t* pos, int64_t start,
+                           int64_t end) except -1:
+        """Add the uncompressed v0/v1 messages from *pos on, a run at a time
+        without a Batch object each (see scan_messages); *pos is left at the
+        first entry for `reader` to read. Whether it went past any."""
+        cdef Source src = reader.src
+        cdef Block b
+        cdef Py_ssize_t first, n, taken = pos[0]
+        if self.messages == NULL:
+            self.messages = <Slot*>malloc(MESSAGE_RUN * sizeof(Slot))
+            if self.messages == NULL:
+                raise MemoryError()
+        while True:
+            first = pos[0]
+            if src.length - first < NOGIL_MIN_BYTES:
+                n = scan_messages(src.base, src.length, pos, reader.max_entry, reader.verify_crc,
+                                  start, end, self.messages, MESSAGE_RUN, MESSAGE_RUN_BYTES)
+            else:
+                with nogil:
+                    n = scan_messages(src.base, src.length, pos, reader.max_entry,
+                                      reader.verify_crc, start, end, self.messages, MESSAGE_RUN,
+                                      MESSAGE_RUN_BYTES)
+            if n == 0:
+                return pos[0] != taken
+            start_block(&b, &self.o, n)
+            b.items = self.messages
+            b.base = src.base
+            b.next = b.records = src.base + first
+            b.end = src.base + pos[0]
+            b.producer_id = -1
+            b.producer_epoch = -1
+            b.leader_epoch = -1
+            b.transactional = False
+            b.position = first
+            b.consumed = pos[0]
+            if self.views:
+                view_buffer(&b, src, first, pos[0], self.current, self.buffers)
+            # Parsed records: fill finds no fault in them (it returns 1 only for
+            # v2 records it parses itself).
+            self.add_block(&b, first, pos[0] - first >= NOGIL_MIN_BYTES)
 
     cdef int add_v2(self, BatchReader reader, Py_ssize_t* pos, int64_t start,
                     int64_t end) except -1:
@@ -1367,9 +1415,10 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
                       bint batch_columns=False, bint views=False, start_offset=None,
                       end_offset=None):
     """decode_columns of every batch `reader` (fresh) reads that keep(batch)
-    accepts: runs of uncompressed v2 batches are parsed without the GIL and
-    without Batch objects, skipping those outside [start_offset, end_offset)
-    (`keep` must skip the same); every other entry is read by `reader`."""
+    accepts: runs of v2 batches and of uncompressed v0/v1 messages are parsed
+    without Batch objects (and, but for some decompression, without the GIL),
+    skipping those outside [start_offset, end_offset) (`keep` must skip the
+    same); every other entry is read by `reader`."""
     # With offset bounds, the bytes read so far say little about how much of
     # the rest will be decoded: the buffers grow by doubling instead.
     cdef bint bounded = start_offset is not None or end_offset is not None
@@ -1384,6 +1433,9 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
         while True:
             pos = reader.pos
             c.add_v2(reader, &pos, start, end)
+            if c.add_messages(reader, &pos, start, end):
+                reader.pos = pos
+                continue
             reader.pos = pos
             batch = next(reader, None)
             if batch is None:

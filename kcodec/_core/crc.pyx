@@ -40,6 +40,10 @@ cdef uint32_t crc32c_raw(const uint8_t* p, size_t n) noexcept nogil:
     return kc_crc32c(0, p, n)
 
 
+cdef uint32_t crc32_raw(const uint8_t* p, size_t n) noexcept nogil:
+    return kc_crc32(0, p, n)
+
+
 ctypedef uint32_t (*crc_fn)(uint32_t crc, const uint8_t* p, size_t n) noexcept nogil
 
 

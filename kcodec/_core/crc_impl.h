@@ -27,7 +27,6 @@ static inline void kc_build_table(uint32_t table[8][256], uint32_t poly) {
 
 static inline uint32_t kc_crc_sw(uint32_t table[8][256], uint32_t crc, const uint8_t *p, size_t n) {
     crc = ~crc;
-    while (n && ((uintptr_t)p & 7)) { crc = (crc >> 8) ^ table[0][(crc ^ *p++) & 0xFF]; n--; }
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);   /* little-endian hosts only: see kc_crc_init */

@@ -197,6 +197,11 @@ cdef struct LegacyMessage:
     int32_t value_len
 
 
+cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
+                              int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
+                              Slot* slots, Py_ssize_t most, Py_ssize_t most_bytes) noexcept nogil
+
+
 cdef class Source:
     cdef Py_buffer view
     cdef bint acquired

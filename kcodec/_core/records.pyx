@@ -21,7 +21,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, 
 from libc.stdlib cimport malloc, free
 
 from kcodec._core.wire cimport *
-from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of
+from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of, crc32_raw
 
 from kcodec import compression as _compression
 from kcodec.errors import (
@@ -211,6 +211,54 @@ cdef int parse_legacy_message(const uint8_t* base, const uint8_t* p, const uint8
     else:
         m.value_len = -1
     return OK
+
+
+cdef inline void message_slot(Slot* s, int64_t offset, LegacyMessage* m) noexcept nogil:
+    """The record of the uncompressed v0/v1 message m, at `offset`."""
+    s.offset = offset
+    s.timestamp = m.timestamp
+    s.ts_type = -1 if m.magic == 0 else (m.attributes >> 3) & 1
+    s.key_pos = m.key_pos
+    s.key_len = m.key_len
+    s.value_pos = m.value_pos
+    s.value_len = m.value_len
+    s.headers_pos = s.headers_end = 0
+    s.headers_count = s.header_key_bytes = s.header_value_bytes = 0
+    s.sequence = -1
+    s.magic = m.magic
+
+
+cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
+                              int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
+                              Slot* slots, Py_ssize_t most, Py_ssize_t most_bytes) noexcept nogil:
+    """Parse the uncompressed v0/v1 messages from *pos on into `slots`, with
+    no Batch object each: at most `most`, none but the first ending more than
+    `most_bytes` past where it began. It stops at an entry that is not one or
+    fails a check of BatchReader's, left at *pos for BatchReader to read (and
+    raise what is wrong with it). Messages outside [start, end) are passed
+    over. Returns how many slots it filled."""
+    cdef Py_ssize_t n = 0, first = pos[0]
+    cdef const uint8_t* p
+    cdef int32_t size
+    cdef int64_t offset
+    cdef LegacyMessage m
+    cdef FaultInfo fi
+    while n < most:
+        p = base + pos[0]
+        if (entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK
+                or (p[16] != 0 and p[16] != 1)
+                or (n and pos[0] + LOG_OVERHEAD + size - first > most_bytes)
+                or parse_legacy_message(base, p + LOG_OVERHEAD,
+                                        p + LOG_OVERHEAD + <Py_ssize_t>size, &m, &fi)
+                or m.attributes & 0x07
+                or (verify_crc and crc32_raw(p + 16, size - 4) != m.crc)):
+            break
+        offset = load_i64(p)
+        pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
+        if start <= offset < end:
+            message_slot(&slots[n], offset, &m)
+            n += 1
+    return n
 
 
 # ------------------------------------------------------------ public objects
@@ -553,18 +601,7 @@ cdef class Batch:
 
     cdef Slots _parse_message(self):
         cdef Slots slots = new_slots(self.src, 1)
-        cdef Slot* s = &slots.items[0]
-        s.offset = self.last_offset
-        s.timestamp = self.msg.timestamp
-        s.key_pos = self.msg.key_pos
-        s.key_len = self.msg.key_len
-        s.value_pos = self.msg.value_pos
-        s.value_len = self.msg.value_len
-        s.headers_pos = s.headers_end = 0
-        s.headers_count = s.header_key_bytes = s.header_value_bytes = 0
-        s.sequence = -1
-        s.magic = self.magic
-        s.ts_type = self.ts_type
+        message_slot(&slots.items[0], self.last_offset, &self.msg)
         return slots
 
     cdef Slots _parse_wrapper(self, Source inner):
