@@ -23,7 +23,7 @@ def test_installed_wheel_is_under_test():
     assert installed.parent.name == "site-packages", kcodec.__file__
 
 
-def test_hardware_crc32c_where_the_cpu_has_it():
+def test_hardware_crcs_where_the_cpu_has_them():
     if sys.platform.startswith("linux") and os.uname().machine == "x86_64":
         flags = Path("/proc/cpuinfo").read_text()
         if " sse4_2" in flags:
