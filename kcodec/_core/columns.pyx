@@ -1046,6 +1046,8 @@ cdef class Collector:
         cdef Source src = reader.src
         cdef Block b
         cdef Py_ssize_t first, n, taken = pos[0]
+        if src.length - taken <= 16 or src.base[taken + 16] > 1:
+            return False                    # no v0/v1 entry here (a v2 batch, or the end)
         if self.messages == NULL:
             self.messages = <Slot*>malloc(MESSAGE_RUN * sizeof(Slot))
             if self.messages == NULL:

@@ -651,21 +651,10 @@ cdef class Batch:
                         stored=m.crc, computed=computed, position=self.position,
                         offset=self.last_offset)
             s = &slots.items[i]
-            s.offset = load_i64(p)                     # as stored; made absolute below
-            if m.magic == 0:
-                s.ts_type = -1
-                s.timestamp = -1
-            else:
+            message_slot(s, load_i64(p), &m)           # offset as stored; made absolute below
+            if m.magic == 1:                           # an inner message's time is the wrapper's
                 s.ts_type = self.ts_type
                 s.timestamp = self.max_timestamp if self.ts_type == 1 else m.timestamp
-            s.key_pos = m.key_pos
-            s.key_len = m.key_len
-            s.value_pos = m.value_pos
-            s.value_len = m.value_len
-            s.headers_pos = s.headers_end = 0
-            s.headers_count = s.header_key_bytes = s.header_value_bytes = 0
-            s.sequence = -1
-            s.magic = m.magic
             p = entry_end
         # magic 1: inner offsets are relative, the wrapper holds the last absolute one
         # (a wrapper offset of 0 means the inner offsets are to be used as they are).
