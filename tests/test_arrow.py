@@ -1,6 +1,7 @@
 """kcodec.decode: the same rows as read_records, as Arrow columns."""
 
 import os
+import zlib
 
 import pyarrow as pa
 import pytest
@@ -476,6 +477,69 @@ def test_runs_of_v0_and_v1_messages_decode_like_read_records(views):
         expected = [r.offset for r in kcodec.read_records(data, start_offset=start,
                                                           end_offset=end)]
         assert table.column("offset").to_pylist() == expected
+
+
+def _wrappers(magic, codec):
+    """Compressed v0/v1 wrappers: one of more inner messages than the core's
+    first allocation of slots (1024), then smaller ones, LogAppendTime last."""
+    parts, offset = [], 0
+    for n, batch_bytes, ts_type in ((1500, 1 << 20, "CreateTime"), (300, 2000, "CreateTime"),
+                                    (40, 1 << 20, "LogAppendTime")):
+        records = [(b"k%d" % i if i % 3 else None, b"v%d" % i * (i % 9) if i % 7 else None,
+                    1_700_000_000_000 + i) for i in range(n)]
+        parts.append(kcodec.encode(records, magic=magic, compression=codec, base_offset=offset,
+                                   max_batch_bytes=batch_bytes, timestamp_type=ts_type))
+        offset += n
+    return b"".join(parts), offset
+
+
+@pytest.mark.parametrize("views", [False, True])
+@pytest.mark.parametrize("magic,codec", [(0, "gzip"), (0, "snappy"), (0, "lz4"), (1, "gzip"),
+                                         (1, "snappy"), (1, "lz4")])
+def test_compressed_wrappers_decode_like_read_records(magic, codec, views):
+    data, count = _wrappers(magic, codec)
+    assert len(list(kcodec.read_batches(data))) > 5
+    copies = assert_same_rows(data)
+    assert copies.num_rows == count
+    if views:
+        assert kcodec.decode(data, views=True).cast(copies.schema).equals(copies)
+    for start, end in ((None, 700), (1499, 1531), (1700, None), (5000, None)):
+        table = kcodec.decode(data, views=views, start_offset=start, end_offset=end)
+        expected = [r.offset for r in kcodec.read_records(data, start_offset=start,
+                                                          end_offset=end)]
+        assert table.column("offset").to_pylist() == expected
+
+
+@pytest.mark.invalid_input
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+def test_a_wrapper_failing_its_checks_raises_what_read_records_raises(codec):
+    from kcodec.compression import codec_id, compress, decompress
+    data, count = _wrappers(1, codec)
+    first = 12 + int.from_bytes(data[8:12], "big")
+    second = data[first:first + 12 + int.from_bytes(data[first + 8:first + 12], "big")]
+    value_at = 12 + 4 + 2 + 8 + 4 + 4           # a v1 wrapper: null key, then its value
+    assert second[value_at - 8:value_at - 4] == b"\xff\xff\xff\xff"
+    inner = bytearray(decompress(codec_id(codec), second[value_at:], 1 << 30, 1))
+    at = 12 + int.from_bytes(inner[8:12], "big")   # the second inner message
+    inner[at + 30] ^= 0xFF                          # in its value: its CRC no longer matches
+    value = compress(codec_id(codec), bytes(inner), magic=1)
+    wrapper = bytearray(second[:value_at - 4] + len(value).to_bytes(4, "big") + value)
+    wrapper[8:12] = (len(wrapper) - 12).to_bytes(4, "big")
+    wrapper[12:16] = zlib.crc32(wrapper[16:]).to_bytes(4, "big")
+    bad = data[:first] + bytes(wrapper) + data[first + len(second):]
+    for verify_crc in (True, False):
+        try:
+            expected = [r.value for r in kcodec.read_records(bad, verify_crc=verify_crc)]
+        except kcodec.CrcMismatchError as exc:
+            assert verify_crc
+            with pytest.raises(kcodec.CrcMismatchError) as from_decode:
+                kcodec.decode(bad, verify_crc=verify_crc)
+            assert str(from_decode.value) == str(exc)
+            assert from_decode.value.position == exc.position == first
+            assert "inner message" in str(exc)
+        else:
+            assert not verify_crc and len(expected) == count
+            assert kcodec.decode(bad, verify_crc=False).column("value").to_pylist() == expected
 
 
 @pytest.mark.invalid_input

@@ -65,10 +65,12 @@ SETS = {
     "v1_gzip": kcodec.encode(LEGACY_RECORDS, magic=1, compression="gzip", base_offset=20,
                              max_batch_bytes=120),
     "v0_snappy": kcodec.encode(LEGACY_RECORDS, magic=0, compression="snappy", base_offset=20),
+    "v1_lz4": kcodec.encode(LEGACY_RECORDS, magic=1, compression="lz4", base_offset=20,
+                            max_batch_bytes=120, timestamp_type="LogAppendTime"),
     "control": _control_set(),
 }
 CODEC_OF = {"v2_gzip": "gzip", "v2_snappy": "snappy", "v2_lz4": "lz4", "v2_zstd": "zstd",
-            "v1_gzip": "gzip", "v0_snappy": "snappy"}
+            "v1_gzip": "gzip", "v0_snappy": "snappy", "v1_lz4": "lz4"}
 
 
 # ---------------------------------------------------------------- helpers
@@ -581,7 +583,7 @@ def test_fuzz_mutated_decompressed_records(name, mutations):
 
 
 @FUZZ
-@given(name=st.sampled_from(["v1_gzip", "v0_snappy"]),
+@given(name=st.sampled_from(["v1_gzip", "v0_snappy", "v1_lz4"]),
        mutations=st.lists(MUTATION, min_size=1, max_size=4), fix_inner=st.booleans())
 def test_fuzz_mutated_inner_messages(name, mutations, fix_inner):
     data = SETS[name]

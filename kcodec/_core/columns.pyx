@@ -31,14 +31,15 @@ from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK,
 )
 
-from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_u16, read_blob
+from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_i64, load_u16, read_blob
 from kcodec._core.records cimport (
-    Batch, BatchReader, Slot, Slots, Source, V2Base, V2Header, ENTRY_OK, LOG_OVERHEAD, V2_HEADER,
-    V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, entry_size, parse_v2_record, raise_fault,
-    read_v2_header, scan_messages, v2_records_end,
+    Batch, BatchReader, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,
+    LOG_OVERHEAD, V2_HEADER, V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
+    legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, scan_messages,
+    v2_records_end, wrapper_of,
 )
 from kcodec._core.system_codecs cimport (
-    Inflater, decompress_in_core, decompress_with_gil, inflates, release_inflater)
+    LZ4, Inflater, decompress_in_core, decompress_with_gil, inflates, release_inflater)
 
 cdef extern from *:
     int popcount "__builtin_popcountll" (unsigned long long) noexcept nogil
@@ -903,7 +904,8 @@ cdef class Collector:
     cdef size_t max_decompressed
     cdef Py_ssize_t arena           # views: the index in buffers of inflater.out (-1: none)
     cdef size_t largest_batch       # views: the most bytes a batch has decompressed to
-    cdef Slot* messages             # add_messages' run of v0/v1 messages (MESSAGE_RUN)
+    cdef Slot* messages             # v0/v1 records: add_messages' run, add_wrapper's inner ones
+    cdef Py_ssize_t messages_room   # ... slots allocated
 
     def __cinit__(self, bint include_control, bint views, bint batch_columns,
                   Py_ssize_t input_bytes):
@@ -1048,10 +1050,7 @@ cdef class Collector:
         cdef Py_ssize_t first, n, taken = pos[0]
         if src.length - taken <= 16 or src.base[taken + 16] > 1:
             return False                    # no v0/v1 entry here (a v2 batch, or the end)
-        if self.messages == NULL:
-            self.messages = <Slot*>malloc(MESSAGE_RUN * sizeof(Slot))
-            if self.messages == NULL:
-                raise MemoryError()
+        self.message_slots(MESSAGE_RUN)
         while True:
             first = pos[0]
             if src.length - first < NOGIL_MIN_BYTES:
@@ -1080,6 +1079,78 @@ cdef class Collector:
             # Parsed records: fill finds no fault in them (it returns 1 only for
             # v2 records it parses itself).
             self.add_block(&b, first, pos[0] - first >= NOGIL_MIN_BYTES)
+
+    cdef int message_slots(self, Py_ssize_t n) except -1:
+        """Room for n records in self.messages."""
+        cdef Slot* grown
+        if n > self.messages_room:
+            grown = <Slot*>realloc(self.messages, n * sizeof(Slot))
+            if grown == NULL:
+                raise MemoryError()
+            self.messages = grown
+            self.messages_room = n
+        return 0
+
+    cdef bint add_wrapper(self, BatchReader reader, Py_ssize_t* pos, int64_t start) except -1:
+        """Add the compressed v0/v1 message (a wrapper of inner messages) at
+        *pos with no Batch object, decompressed into self.inflater as add_v2
+        decompresses v2 batches (lz4 without the GIL, snappy with it) and its
+        inner messages parsed without the GIL: whether it went past it. A
+        wrapper it does not take (another codec, magic 0 lz4, with views) or
+        that fails a check is left at *pos for `reader` to read, and to raise
+        what is wrong with it. One wholly before `start` is passed over, as
+        `keep` (records.overlaps) passes it over: without decompressing it."""
+        cdef Source src = reader.src
+        cdef LegacyMessage m
+        cdef Wrapper w
+        cdef FaultInfo fi
+        cdef Block b
+        cdef int32_t size
+        cdef Py_ssize_t at = pos[0], entry_end, produced, n = 0
+        cdef bint ok, verify_crc = reader.verify_crc
+        cdef int codec, st
+        if self.views or src.length - at <= 16 or src.base[at + 16] > 1:
+            return False
+        with nogil:
+            ok = legacy_entry_ok(src.base, src.length, at, reader.max_entry, verify_crc, True,
+                                 &m, &size)
+        if not ok:
+            return False
+        codec = m.attributes & 0x07
+        if not inflates(codec) or (codec == LZ4 and m.magic == 0):
+            return False                 # magic 0 lz4: its header checksum needs mending
+        wrapper_of(&m, load_i64(src.base + at), &w)
+        entry_end = at + LOG_OVERHEAD + <Py_ssize_t>size
+        if w.last_offset != 0 and w.last_offset < start:
+            pos[0] = entry_end
+            return True
+        with nogil:
+            produced = decompress_in_core(&self.inflater, codec, src.base + m.value_pos,
+                                          m.value_len, reader.max_decompressed)
+        if produced < 0:
+            produced = decompress_with_gil(&self.inflater, codec, src.base + m.value_pos,
+                                           m.value_len, reader.max_decompressed)
+        if produced < 0 or count_inner(self.inflater.out, produced, &n, &fi):
+            return False
+        self.message_slots(n)
+        with nogil:
+            st = parse_inner(self.inflater.out, n, &w, verify_crc, self.messages, &fi)
+        if st:
+            return False
+        start_block(&b, &self.o, n)
+        b.items = self.messages
+        b.base = b.next = b.records = self.inflater.out
+        b.end = self.inflater.out + produced
+        b.producer_id = -1
+        b.producer_epoch = -1
+        b.leader_epoch = -1
+        b.transactional = False
+        b.position = at
+        b.consumed = entry_end
+        self.add_block(&b, at, produced >= NOGIL_MIN_BYTES)
+        self.o.expanded += produced - (entry_end - at)
+        pos[0] = entry_end
+        return True
 
     cdef int add_v2(self, BatchReader reader, Py_ssize_t* pos, int64_t start,
                     int64_t end) except -1:
@@ -1435,7 +1506,7 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
         while True:
             pos = reader.pos
             c.add_v2(reader, &pos, start, end)
-            if c.add_messages(reader, &pos, start, end):
+            if c.add_messages(reader, &pos, start, end) or c.add_wrapper(reader, &pos, start):
                 reader.pos = pos
                 continue
             reader.pos = pos

@@ -197,6 +197,31 @@ cdef struct LegacyMessage:
     int32_t value_len
 
 
+cdef struct Wrapper:              # what a compressed v0/v1 message gives its inner messages
+    int8_t magic
+    int8_t ts_type
+    int64_t last_offset
+    int64_t max_timestamp
+
+
+cdef enum InnerFault:             # what count_inner / parse_inner find wrong in a wrapper
+    F_INNER_SIZE = 30             # a: the size
+    F_NO_INNER = 31
+    F_INNER_FIELD = 32
+    F_INNER_MAGIC = 33            # a: the magic
+    F_INNER_NESTED = 34
+    F_INNER_CRC = 35              # a: stored, b: computed
+    F_WRAPPER_OFFSET = 36         # a: the last inner offset
+
+
+cdef bint legacy_entry_ok(const uint8_t* base, Py_ssize_t length, Py_ssize_t pos,
+                          int64_t max_entry, bint verify_crc, bint compressed, LegacyMessage* m,
+                          int32_t* size) noexcept nogil
+cdef void wrapper_of(LegacyMessage* m, int64_t last_offset, Wrapper* w) noexcept nogil
+cdef int count_inner(const uint8_t* base, Py_ssize_t length, Py_ssize_t* n,
+                     FaultInfo* fi) noexcept nogil
+cdef int parse_inner(const uint8_t* base, Py_ssize_t n, Wrapper* w, bint verify_crc, Slot* slots,
+                     FaultInfo* fi) noexcept nogil
 cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
                               int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
                               Slot* slots, Py_ssize_t most, Py_ssize_t most_bytes) noexcept nogil
@@ -251,7 +276,7 @@ cdef class Batch:
     cdef Slots _parse_v2(self)
     cdef Slots _parse_message(self)
     cdef Slots _parse_wrapper(self, Source inner)
-    cdef _inner_error(self, str text, Py_ssize_t where)
+    cdef _inner_fault(self, FaultInfo* fi)
 
 
 cdef object raise_fault(FaultInfo* fi, Batch batch, bint decompressed)

@@ -228,6 +228,97 @@ cdef inline void message_slot(Slot* s, int64_t offset, LegacyMessage* m) noexcep
     s.magic = m.magic
 
 
+cdef bint legacy_entry_ok(const uint8_t* base, Py_ssize_t length, Py_ssize_t pos,
+                          int64_t max_entry, bint verify_crc, bint compressed, LegacyMessage* m,
+                          int32_t* size) noexcept nogil:
+    """Whether the entry at pos is a v0/v1 message, compressed (by a codec
+    magic 0/1 allows) or not as asked, that passes BatchReader's checks, the
+    CRC last: m and *size are then its own. A wrapper's inner messages are
+    checked apart (parse_inner)."""
+    cdef const uint8_t* p = base + pos
+    cdef int codec
+    cdef FaultInfo fi
+    if (entry_size(p, length - pos, max_entry, size) != ENTRY_OK or (p[16] != 0 and p[16] != 1)
+            or parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + <Py_ssize_t>size[0],
+                                    m, &fi)):
+        return False
+    codec = m.attributes & 0x07
+    if (codec != 0) != compressed or (compressed and (codec > 3 or m.value_len < 0)):
+        return False
+    return not verify_crc or crc32_raw(p + 16, size[0] - 4) == m.crc
+
+
+cdef void wrapper_of(LegacyMessage* m, int64_t last_offset, Wrapper* w) noexcept nogil:
+    w.magic = m.magic
+    w.ts_type = -1 if m.magic == 0 else (m.attributes >> 3) & 1
+    w.last_offset = last_offset
+    w.max_timestamp = m.timestamp
+
+
+cdef int count_inner(const uint8_t* base, Py_ssize_t length, Py_ssize_t* n,
+                     FaultInfo* fi) noexcept nogil:
+    """How many whole inner messages a wrapper's decompressed records hold (a
+    truncated last one is dropped, as Java does)."""
+    cdef const uint8_t* p = base
+    cdef const uint8_t* end = base + length
+    cdef int32_t size
+    n[0] = 0
+    while end - p >= LOG_OVERHEAD:
+        size = load_i32(p + 8)
+        if size < MIN_ENTRY_SIZE:
+            return fail(fi, F_INNER_SIZE, p, base, size, 0)
+        if size > end - p - LOG_OVERHEAD:
+            break
+        p += LOG_OVERHEAD + <Py_ssize_t>size
+        n[0] += 1
+    if n[0] == 0:
+        return fail(fi, F_NO_INNER, p, base, 0, 0)
+    return OK
+
+
+cdef int parse_inner(const uint8_t* base, Py_ssize_t n, Wrapper* w, bint verify_crc, Slot* slots,
+                     FaultInfo* fi) noexcept nogil:
+    """The records of a wrapper's first n inner messages (count_inner's count),
+    from its decompressed records at base."""
+    cdef const uint8_t* p = base
+    cdef const uint8_t* entry_end
+    cdef int32_t size
+    cdef LegacyMessage m
+    cdef uint32_t computed
+    cdef Py_ssize_t i
+    cdef uint64_t shift
+    cdef Slot* s
+    for i in range(n):
+        size = load_i32(p + 8)
+        entry_end = p + LOG_OVERHEAD + <Py_ssize_t>size
+        if parse_legacy_message(base, p + LOG_OVERHEAD, entry_end, &m, fi):
+            fi.code = F_INNER_FIELD                # where parse_legacy_message put it
+            return F_INNER_FIELD
+        if m.magic < 0 or m.magic > 1:
+            return fail(fi, F_INNER_MAGIC, p + 16, base, m.magic, 0)
+        if m.attributes & 0x07:
+            return fail(fi, F_INNER_NESTED, p, base, 0, 0)
+        if verify_crc:
+            computed = crc32_raw(p + 16, size - 4)
+            if computed != m.crc:
+                return fail(fi, F_INNER_CRC, p, base, m.crc, computed)
+        s = &slots[i]
+        message_slot(s, load_i64(p), &m)           # offset as stored; made absolute below
+        if m.magic == 1:                           # an inner message's time is the wrapper's
+            s.ts_type = w.ts_type
+            s.timestamp = w.max_timestamp if w.ts_type == 1 else m.timestamp
+        p = entry_end
+    # magic 1: inner offsets are relative, the wrapper holds the last absolute one
+    # (a wrapper offset of 0 means the inner offsets are to be used as they are).
+    if w.magic == 1 and w.last_offset != 0:
+        if w.last_offset < slots[n - 1].offset:
+            return fail(fi, F_WRAPPER_OFFSET, p, base, slots[n - 1].offset, 0)
+        shift = <uint64_t>w.last_offset - <uint64_t>slots[n - 1].offset
+        for i in range(n):
+            slots[i].offset = <int64_t>(<uint64_t>slots[i].offset + shift)
+    return OK
+
+
 cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
                               int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
                               Slot* slots, Py_ssize_t most, Py_ssize_t most_bytes) noexcept nogil:
@@ -238,22 +329,14 @@ cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t
     raise what is wrong with it). Messages outside [start, end) are passed
     over. Returns how many slots it filled."""
     cdef Py_ssize_t n = 0, first = pos[0]
-    cdef const uint8_t* p
     cdef int32_t size
     cdef int64_t offset
     cdef LegacyMessage m
-    cdef FaultInfo fi
     while n < most:
-        p = base + pos[0]
-        if (entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK
-                or (p[16] != 0 and p[16] != 1)
-                or (n and pos[0] + LOG_OVERHEAD + size - first > most_bytes)
-                or parse_legacy_message(base, p + LOG_OVERHEAD,
-                                        p + LOG_OVERHEAD + <Py_ssize_t>size, &m, &fi)
-                or m.attributes & 0x07
-                or (verify_crc and crc32_raw(p + 16, size - 4) != m.crc)):
+        if (not legacy_entry_ok(base, length, pos[0], max_entry, verify_crc, False, &m, &size)
+                or (n and pos[0] + LOG_OVERHEAD + size - first > most_bytes)):
             break
-        offset = load_i64(p)
+        offset = load_i64(base + pos[0])
         pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
         if start <= offset < end:
             message_slot(&slots[n], offset, &m)
@@ -605,75 +688,43 @@ cdef class Batch:
         return slots
 
     cdef Slots _parse_wrapper(self, Source inner):
-        cdef const uint8_t* base = inner.base
-        cdef const uint8_t* end = base + inner.length
-        cdef const uint8_t* p = base
-        cdef const uint8_t* entry_end
-        cdef int32_t size
-        cdef LegacyMessage m
+        cdef Wrapper w
         cdef FaultInfo fi
-        cdef Slot* s
-        cdef Py_ssize_t n = 0, i
-        cdef int64_t shift = 0, last_inner = 0
-        cdef uint32_t computed
-        # First pass: how many whole inner entries (a truncated last one is
-        # dropped, as Java does).
-        while end - p >= LOG_OVERHEAD:
-            size = load_i32(p + 8)
-            if size < MIN_ENTRY_SIZE:
-                self._inner_error(f"inner message size {size} is below {MIN_ENTRY_SIZE}", p - base)
-            if size > end - p - LOG_OVERHEAD:
-                break
-            p += LOG_OVERHEAD + <Py_ssize_t>size
-            n += 1
-        if n == 0:
-            raise CorruptRecordError("compressed message holds no inner messages",
-                                     position=self.position, offset=self.last_offset)
-        cdef Slots slots = new_slots(inner, n)
-        p = base
-        for i in range(n):
-            size = load_i32(p + 8)
-            entry_end = p + LOG_OVERHEAD + <Py_ssize_t>size
-            if parse_legacy_message(base, p + LOG_OVERHEAD, entry_end, &m, &fi):
-                self._inner_error("inner message field runs past its end", fi.where)
-            if m.magic < 0 or m.magic > 1:
-                raise UnsupportedFormatError(
-                    f"inner message has magic {m.magic} (byte {p - base + 16} of the decompressed "
-                    f"{self.compression} records)", position=self.position, offset=self.last_offset)
-            if m.attributes & 0x07:
-                self._inner_error("nested compression in an inner message", p - base)
-            if self.verify_crc:
-                computed = crc32_of(p + 16, size - 4)
-                if computed != m.crc:
-                    raise CrcMismatchError(
-                        f"inner message CRC-32 {m.crc:#010x} != computed {computed:#010x} (byte "
-                        f"{p - base} of the decompressed {self.compression} records)",
-                        stored=m.crc, computed=computed, position=self.position,
-                        offset=self.last_offset)
-            s = &slots.items[i]
-            message_slot(s, load_i64(p), &m)           # offset as stored; made absolute below
-            if m.magic == 1:                           # an inner message's time is the wrapper's
-                s.ts_type = self.ts_type
-                s.timestamp = self.max_timestamp if self.ts_type == 1 else m.timestamp
-            p = entry_end
-        # magic 1: inner offsets are relative, the wrapper holds the last absolute one
-        # (a wrapper offset of 0 means the inner offsets are to be used as they are).
-        last_inner = slots.items[n - 1].offset
-        if self.magic == 1 and self.last_offset != 0:
-            if self.last_offset < last_inner:
-                raise CorruptRecordError(
-                    f"wrapper offset {self.last_offset} is below its last inner offset {last_inner}",
-                    position=self.position, offset=self.last_offset)
-            shift = self.last_offset - last_inner
-            for i in range(n):
-                slots.items[i].offset += shift
+        cdef Py_ssize_t n = 0
+        cdef Slots slots
+        cdef int st
+        wrapper_of(&self.msg, self.last_offset, &w)
+        if count_inner(inner.base, inner.length, &n, &fi):
+            self._inner_fault(&fi)
+        slots = new_slots(inner, n)
+        if inner.length < NOGIL_MIN_BYTES:
+            st = parse_inner(inner.base, n, &w, self.verify_crc, slots.items, &fi)
+        else:
+            with nogil:
+                st = parse_inner(inner.base, n, &w, self.verify_crc, slots.items, &fi)
+        if st:
+            self._inner_fault(&fi)
         self._count = n
         return slots
 
-    cdef _inner_error(self, str text, Py_ssize_t where):
-        raise CorruptRecordError(
-            f"{text} (byte {where} of the decompressed {self.compression} records)",
-            position=self.position, offset=self.last_offset)
+    cdef _inner_fault(self, FaultInfo* fi):
+        where = f"byte {fi.where} of the decompressed {self.compression} records"
+        if fi.code == F_INNER_MAGIC:
+            raise UnsupportedFormatError(f"inner message has magic {fi.a} ({where})",
+                                         position=self.position, offset=self.last_offset)
+        if fi.code == F_INNER_CRC:
+            raise CrcMismatchError(
+                f"inner message CRC-32 {fi.a:#010x} != computed {fi.b:#010x} ({where})",
+                stored=fi.a, computed=fi.b, position=self.position, offset=self.last_offset)
+        text = {
+            F_INNER_SIZE: f"inner message size {fi.a} is below {MIN_ENTRY_SIZE} ({where})",
+            F_NO_INNER: "compressed message holds no inner messages",
+            F_INNER_FIELD: f"inner message field runs past its end ({where})",
+            F_INNER_NESTED: f"nested compression in an inner message ({where})",
+            F_WRAPPER_OFFSET: f"wrapper offset {self.last_offset} is below its last inner "
+                              f"offset {fi.a}",
+        }[fi.code]
+        raise CorruptRecordError(text, position=self.position, offset=self.last_offset)
 
 
 cdef ControlRecord parse_control(Record r, Batch batch):

@@ -1,6 +1,12 @@
 from libc.stdint cimport uint8_t
 
 
+cdef enum:                     # codec ids, as in a batch's attributes
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
 cdef struct Inflater:          # one decode's decompression state, reused batch to batch
     uint8_t* out               # the last batch's decompressed bytes, from out + kept
     size_t capacity

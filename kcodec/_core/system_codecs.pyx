@@ -51,9 +51,6 @@ ctypedef size_t (*zstd_reset_fn)(void* dctx, int directive) noexcept nogil
 ctypedef size_t (*zstd_stream_fn)(void* dctx, kc_zstd_out* output, kc_zstd_in* input) noexcept nogil
 
 cdef enum:
-    SNAPPY = 2                      # codec ids, as in a batch's attributes
-    LZ4 = 3
-    ZSTD = 4
     LZ4F_VERSION = 100              # the frame API's version, as lz4frame.h defines it
     LZ4_MIN_VERSION = 10800         # 1.8.0 and 1.4.0: the calls used here are stable from then
     ZSTD_MIN_VERSION = 10400
