@@ -54,7 +54,7 @@ from pathlib import Path
 
 import kcodec
 from kcodec import compression as _compression
-from kcodec._core import system_codecs
+from kcodec._core import crc, system_codecs
 from kcodec._core.columns import handed_back_batches
 
 SEED = 20240601
@@ -654,6 +654,7 @@ def environment(peers=None):
         "cpus": os.cpu_count(),
         "kcodec": kcodec.__version__,
         "kcodec_hardware_crc32c": bool(kcodec.hardware_crc32c()),
+        "kcodec_crc_library": crc.library(),
         "kcodec_in_core": {codec: system_codecs.in_core(codec)
                            for codec in ("snappy", "lz4", "zstd")},
     }
@@ -917,12 +918,13 @@ ENCODE_COLUMNS = ("workload", "kcodec.encode(table) rec/s", "aiokafka builder re
 def markdown(result):
     env, rows = result["environment"], result["workloads"]
     p = result["parameters"]
+    crcs = env.get("kcodec_crc_library") or "kcodec's own code"
     lines = [
         f"kcodec {env['kcodec']} vs aiokafka {env.get('aiokafka') or '(missing)'} "
         f"(compiled reader: {env.get('aiokafka_compiled', 'n/a')}) and kafka-python "
         f"{env.get('kafka-python') or '(missing)'}; Python {env['python']}, pyarrow "
-        f"{env['pyarrow']}, {env['cpu']} ({env['cpus']} CPUs), hardware CRC-32C: "
-        f"{env['kcodec_hardware_crc32c']}; decode() decompresses "
+        f"{env['pyarrow']}, {env['cpu']} ({env['cpus']} CPUs); CRC-32C and CRC-32 in "
+        f"{crcs} (hardware CRC-32C: {env['kcodec_hardware_crc32c']}); decode() decompresses "
         + (", ".join(f"{codec} with {library}" for codec, library
                      in env.get("kcodec_in_core", {}).items() if library) or "every codec")
         + (" from the compiled loop, into one reused buffer (views=True: into buffers"

@@ -1,7 +1,9 @@
-"""kcodec's CRCs against independent implementations, at every length class the
-hardware paths treat differently: for CRC-32C alignment head, three-stream
-blocks of 768 and 6144 bytes, 8-byte words, byte tail; for CRC-32 the table
-below 32 bytes, 16-byte folds, four side by side from 128 bytes, the tail."""
+"""kcodec's CRCs against independent implementations, in ISA-L (the isal
+package's, used where it exports them) and in kcodec's own code, at every
+length class the hardware paths treat differently: for CRC-32C alignment
+head, three-stream blocks of 768 and 6144 bytes, 8-byte words, byte tail;
+for CRC-32 the table below 32 bytes, 16-byte folds, four side by side from
+128 bytes, the tail."""
 import os
 import zlib
 
@@ -10,6 +12,18 @@ import numpy as np
 import pytest
 
 import kcodec
+from kcodec._core import crc
+
+
+@pytest.fixture(autouse=True, params=["isa-l", "own code"])
+def crc_code(request):
+    found = crc.library()
+    assert found, "ISA-L's CRCs not found in the isal package"
+    crc.library(request.param == "isa-l")
+    assert (crc.library() is not None) == (request.param == "isa-l")
+    yield
+    crc.library(True)
+
 
 LENGTHS = sorted(set(list(range(0, 80)) + [
     127, 128, 129, 143, 144, 191, 192, 193, 207, 255, 256, 767, 768, 769, 1535, 1536,

@@ -204,7 +204,23 @@ static inline void kc_crc_init(void) {
 #endif
 }
 
+/* ISA-L's CRCs, where the isal package's extension exports them (crc.pyx looks
+ * them up at import). ISA-L picks the widest carry-less multiply the CPU has
+ * (VPCLMULQDQ where there is AVX-512) and runs two to seven times as fast as
+ * the code above, on 130-byte messages as on megabytes. */
+typedef uint32_t (*kc_lib_crc32_fn)(uint32_t crc, const unsigned char *p, uint64_t n);
+typedef unsigned int (*kc_lib_crc32c_fn)(unsigned char *p, int n, unsigned int reg);
+static kc_lib_crc32_fn kc_lib_crc32 = 0;      /* crc32_gzip_refl: zlib's convention */
+static kc_lib_crc32c_fn kc_lib_crc32c = 0;    /* crc32_iscsi: the register, not inverted */
+#define KC_LIB_PIECE ((size_t)1 << 30)        /* crc32_iscsi takes an int length */
+
 static inline uint32_t kc_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
+    if (kc_lib_crc32c) {
+        unsigned int reg = ~crc;
+        for (; n > KC_LIB_PIECE; p += KC_LIB_PIECE, n -= KC_LIB_PIECE)
+            reg = kc_lib_crc32c((unsigned char *)p, (int)KC_LIB_PIECE, reg);
+        return ~kc_lib_crc32c((unsigned char *)p, (int)n, reg);
+    }
 #if KC_HW_CRC
     if (kc_have_hw_crc32c) return kc_crc32c_hw(crc, p, n);
 #endif
@@ -213,6 +229,7 @@ static inline uint32_t kc_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
 }
 
 static inline uint32_t kc_crc32(uint32_t crc, const uint8_t *p, size_t n) {
+    if (kc_lib_crc32) return kc_lib_crc32(crc, p, n);
 #if KC_HW_CRC
     if (kc_have_hw_crc32 && n >= KC_CLMUL_MIN) return kc_crc32_clmul(crc, p, n);
 #endif

@@ -21,3 +21,4 @@ cdef Py_ssize_t decompress_with_gil(Inflater* f, int codec, const uint8_t* src, 
                                     size_t limit) except -2
 cdef bint inflates(int codec) noexcept nogil
 cdef void release_inflater(Inflater* f) noexcept nogil
+cdef dict exported(str module, tuple names)
