@@ -1488,10 +1488,11 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
                       bint batch_columns=False, bint views=False, start_offset=None,
                       end_offset=None):
     """decode_columns of every batch `reader` (fresh) reads that keep(batch)
-    accepts: runs of v2 batches and of uncompressed v0/v1 messages are parsed
-    without Batch objects (and, but for some decompression, without the GIL),
-    skipping those outside [start_offset, end_offset) (`keep` must skip the
-    same); every other entry is read by `reader`."""
+    accepts: runs of v2 batches and of uncompressed v0/v1 messages, and
+    compressed v0/v1 wrappers, are parsed without Batch objects (and, but for
+    some decompression, without the GIL), skipping those outside
+    [start_offset, end_offset) (`keep` must skip the same); every other entry
+    is read by `reader`."""
     # With offset bounds, the bytes read so far say little about how much of
     # the rest will be decoded: the buffers grow by doubling instead.
     cdef bint bounded = start_offset is not None or end_offset is not None
