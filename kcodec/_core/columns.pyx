@@ -892,6 +892,15 @@ def handed_back_batches():
 
 
 @cython.final
+cdef inline int legacy_codec_at(Source src, Py_ssize_t pos) noexcept:
+    """The codec a v0/v1 entry at pos says it has (0: an uncompressed message,
+    else a wrapper's), or -1 when no v0/v1 entry begins there: a v2 batch or
+    the end. Only a peek: the entry is checked by whoever takes it."""
+    if src.length - pos <= 17 or src.base[pos + 16] > 1:
+        return -1
+    return src.base[pos + 17] & 0x07
+
+
 cdef class Collector:
     """The columns of one decode, filled batch by batch."""
     cdef Out o
@@ -1048,8 +1057,8 @@ cdef class Collector:
         cdef Source src = reader.src
         cdef Block b
         cdef Py_ssize_t first, n, taken = pos[0]
-        if src.length - taken <= 16 or src.base[taken + 16] > 1:
-            return False                    # no v0/v1 entry here (a v2 batch, or the end)
+        if legacy_codec_at(src, taken) != 0:
+            return False                    # a wrapper, a v2 batch or the end
         self.message_slots(MESSAGE_RUN)
         while True:
             first = pos[0]
@@ -1109,7 +1118,7 @@ cdef class Collector:
         cdef Py_ssize_t at = pos[0], entry_end, produced, n = 0
         cdef bint ok, verify_crc = reader.verify_crc
         cdef int codec, st
-        if self.views or src.length - at <= 16 or src.base[at + 16] > 1:
+        if self.views or legacy_codec_at(src, at) <= 0:
             return False
         with nogil:
             ok = legacy_entry_ok(src.base, src.length, at, reader.max_entry, verify_crc, True,
