@@ -656,7 +656,7 @@ def environment(peers=None):
         "kcodec_hardware_crc32c": bool(kcodec.hardware_crc32c()),
         "kcodec_crc_library": crc.library(),
         "kcodec_in_core": {codec: system_codecs.in_core(codec)
-                           for codec in ("snappy", "lz4", "zstd")},
+                           for codec in ("gzip", "snappy", "lz4", "zstd")},
     }
     for dist, module in (("aiokafka", "aiokafka"), ("kafka-python", "kafka"),
                          ("pyarrow", "pyarrow")):

@@ -511,7 +511,7 @@ def test_compressed_wrappers_decode_like_read_records(magic, codec, views):
 
 
 @pytest.mark.invalid_input
-@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
 def test_a_wrapper_failing_its_checks_raises_what_read_records_raises(codec):
     from kcodec.compression import codec_id, compress, decompress
     data, count = _wrappers(1, codec)

@@ -140,11 +140,15 @@ def test_each_decompressed_buffer_is_a_data_buffer():
     table = assert_views_match_copies(data)
     input_address = pa.py_buffer(data).address
     buffers = data_buffers(table.column("value"))
-    assert len(buffers) == 4 and buffers[0].address == input_address
+    # Batches the core decompresses (gzip, zstd) share its buffer; the
+    # snappy wrapper, read through BatchReader with views, has its own.
+    shared = all(system_codecs.in_core(codec) for codec in ("gzip", "zstd"))
+    expected = [0, 1, 1, 2] if shared else [0, 1, 2, 3]
+    assert len(buffers) == expected[-1] + 1 and buffers[0].address == input_address
     for buffer in buffers[1:]:
         assert not input_address <= buffer.address < input_address + len(data)
     views = views_of(table.column("value"))
-    assert list(views["buffer"][views["length"] > 12]) == [0, 1, 2, 3]
+    assert list(views["buffer"][views["length"] > 12]) == expected
 
 
 def in_core(codec):
@@ -153,7 +157,7 @@ def in_core(codec):
     return codec
 
 
-@pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_batches_the_core_decompresses_share_a_data_buffer(codec):
     records = RECORDS * 8
     data = np.frombuffer(kcodec.encode(records, compression=in_core(codec), max_batch_bytes=400),
@@ -184,7 +188,7 @@ def test_decompressed_batches_past_one_buffer_go_on_in_another():
     assert sorted(set(views["buffer"])) == list(range(len(buffers)))
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4", "zstd", "snappy"])
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd", "snappy"])
 @pytest.mark.parametrize("wrap", [bytearray, memoryview, lambda b: np.frombuffer(b, np.uint8)])
 def test_table_outlives_the_input(codec, wrap):
     encoded = kcodec.encode(RECORDS, compression=codec, max_batch_bytes=400)

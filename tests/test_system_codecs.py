@@ -1,9 +1,13 @@
-"""decode() decompresses lz4 and zstd batches itself, without the GIL, through
-the C functions of the Python bindings, and snappy batches through cramjam
+"""decode() decompresses gzip, lz4 and zstd batches itself, without the GIL,
+through the C functions of the Python bindings, and snappy batches through cramjam
 straight into its own buffer: the same rows, and the same errors at the same
 places, as decompressing through the Python path; with views=True too, where
 the batches stay in that buffer for the views to point into."""
 from concurrent.futures import ThreadPoolExecutor
+
+import gzip
+import io
+import zlib
 
 import cramjam
 import lz4.frame
@@ -28,7 +32,7 @@ def in_core(codec):
     return codec
 
 
-@pytest.fixture(params=["snappy", "lz4", "zstd"])
+@pytest.fixture(params=["gzip", "snappy", "lz4", "zstd"])
 def codec(request):
     return in_core(request.param)
 
@@ -89,15 +93,32 @@ def test_the_core_decompresses_without_the_binding(codec, views, monkeypatch):
 
 def test_turning_the_core_path_off_and_on(codec):
     library = system_codecs.in_core(codec)
-    assert library.startswith({"snappy": "cramjam ", "lz4": "liblz4 ", "zstd": "libzstd "}[codec])
+    assert library.startswith({"gzip": "ISA-L ", "snappy": "cramjam ", "lz4": "liblz4 ",
+                               "zstd": "libzstd "}[codec])
     assert system_codecs.in_core(codec, False) is None
     assert system_codecs.in_core(codec) is None
     assert system_codecs.in_core(codec, True) == library
     with pytest.raises(KeyError):
-        system_codecs.in_core("gzip")
+        system_codecs.in_core("none")
+
+
+def gzip_named(raw):
+    """A member whose header carries a file name: left to the Python path."""
+    out = io.BytesIO()
+    with gzip.GzipFile("records", "wb", fileobj=out, mtime=0) as member:
+        member.write(raw)
+    return out.getvalue()
 
 
 PAYLOADS = {
+    "gzip": {
+        "zlib, level 6": lambda raw: gzip.compress(raw, 6, mtime=0),
+        "stored blocks": lambda raw: gzip.compress(raw, 0),
+        "fixed Huffman codes": lambda raw: (lambda c: c.compress(raw) + c.flush())(
+            zlib.compressobj(6, zlib.DEFLATED, 31, strategy=zlib.Z_FIXED)),
+        "two members": lambda raw: gzip.compress(raw[:1000]) + gzip.compress(raw[1000:]),
+        "a name in the header": gzip_named,
+    },
     "snappy": {
         "xerial, 32 KiB chunks": xerial,
         "xerial, one chunk": lambda raw: xerial(raw, chunk=len(raw)),
@@ -173,3 +194,15 @@ def test_threads_decoding_at_once_each_get_their_rows(codec, views):
         got = list(pool.map(lambda i: [rows_of_table(kcodec.decode(inputs[i], views=views))
                                        for _ in range(5)], range(4)))
     assert got == [[rows] * 5 for rows in expected]
+
+
+@pytest.mark.invalid_input
+@pytest.mark.parametrize("at,bit", [(-8, 0x20), (-4, 0x01), (3, 0x02)],
+                         ids=["CRC-32", "size", "a header CRC that is not there"])
+def test_a_gzip_member_failing_its_checks_fails_alike(at, bit, views):
+    codec = in_core("gzip")
+    data = one_batch(codec, PAYLOADS[codec]["zlib, level 6"], RECORDS[:300])
+    section = bytearray(data[61:])
+    section[at] ^= bit
+    got = assert_paths_agree(codec, with_v2_section(data, bytes(section)), views=views)
+    assert isinstance(got, tuple) and issubclass(got[0], KafkaFormatError), got

@@ -1103,7 +1103,7 @@ cdef class Collector:
     cdef bint add_wrapper(self, BatchReader reader, Py_ssize_t* pos, int64_t start) except -1:
         """Add the compressed v0/v1 message (a wrapper of inner messages) at
         *pos with no Batch object, decompressed into self.inflater as add_v2
-        decompresses v2 batches (lz4 without the GIL, snappy with it) and its
+        decompresses v2 batches (gzip and lz4 without the GIL, snappy with it) and its
         inner messages parsed without the GIL: whether it went past it. A
         wrapper it does not take (another codec, magic 0 lz4, with views) or
         that fails a check is left at *pos for `reader` to read, and to raise

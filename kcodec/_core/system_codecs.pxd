@@ -2,6 +2,7 @@ from libc.stdint cimport uint8_t
 
 
 cdef enum:                     # codec ids, as in a batch's attributes
+    GZIP = 1
     SNAPPY = 2
     LZ4 = 3
     ZSTD = 4
@@ -13,6 +14,7 @@ cdef struct Inflater:          # one decode's decompression state, reused batch 
     size_t kept                # bytes of earlier batches kept at the front of out (views)
     void* lz4                  # LZ4F_dctx*, made on first use
     void* zstd                 # ZSTD_DCtx*, made on first use
+    void* gzip                 # ISA-L's inflate_state, made on first use
 
 
 cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, size_t n,

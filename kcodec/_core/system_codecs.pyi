@@ -1,6 +1,6 @@
 from typing import Literal, Optional
 
-def in_core(codec: Literal["snappy", "lz4", "zstd"], enabled_now: Optional[bool] = None) -> Optional[str]: ...
+def in_core(codec: Literal["gzip", "snappy", "lz4", "zstd"], enabled_now: Optional[bool] = None) -> Optional[str]: ...
 
 XERIAL_MAGIC: bytes
 

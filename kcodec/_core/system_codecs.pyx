@@ -1,4 +1,4 @@
-# lz4 and zstd, called without the GIL from the decode loop; snappy, with it.
+# gzip, lz4 and zstd, called without the GIL from the decode loop; snappy, with it.
 #
 # The Python bindings decompress holding the GIL (lz4.frame) or hand it over
 # and take it back per call, so threads decoding compressed batches at once
@@ -17,8 +17,8 @@ import cramjam
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
 from cpython.memoryview cimport PyMemoryView_FromMemory
-from libc.stdint cimport int32_t, uintptr_t
-from libc.stdlib cimport realloc, free
+from libc.stdint cimport int32_t, uint32_t, uint64_t, uintptr_t, UINT32_MAX
+from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcmp
 from posix.dlfcn cimport dlopen, dlsym, RTLD_NOW, RTLD_LOCAL
 
@@ -50,6 +50,26 @@ ctypedef size_t (*zstd_set_fn)(void* dctx, int parameter, int value) noexcept no
 ctypedef size_t (*zstd_reset_fn)(void* dctx, int directive) noexcept nogil
 ctypedef size_t (*zstd_stream_fn)(void* dctx, kc_zstd_out* output, kc_zstd_in* input) noexcept nogil
 
+# ISA-L's inflate. Only the fields an inflate_state begins with are named
+# here, those its header documents for callers (the same from ISA-L 2.0 on);
+# the state is allocated with room to spare past the 87,368 bytes of ISA-L
+# 2.30's, gzip headers are read by ISA-L into a struct it fills itself, and
+# the path is turned on only once it has inflated sample streams right
+# (gzip_agrees_with_zlib).
+cdef struct isal_state_head:
+    uint8_t* next_out
+    uint32_t avail_out
+    uint32_t total_out
+    const uint8_t* next_in
+    uint64_t read_in
+    uint32_t avail_in
+
+ctypedef void (*isal_init_fn)(void* state) noexcept nogil
+ctypedef int (*isal_stateless_fn)(void* state) noexcept nogil
+ctypedef void (*isal_header_init_fn)(void* header) noexcept nogil
+ctypedef int (*isal_read_header_fn)(void* state, void* header) noexcept nogil
+ctypedef uint32_t (*isal_crc32_fn)(uint32_t crc, const uint8_t* p, uint64_t n) noexcept nogil
+
 cdef enum:
     LZ4F_VERSION = 100              # the frame API's version, as lz4frame.h defines it
     LZ4_MIN_VERSION = 10800         # 1.8.0 and 1.4.0: the calls used here are stable from then
@@ -58,6 +78,11 @@ cdef enum:
     ZSTD_WINDOW_LOG_MAX = 27        # the largest window Java (and the Python path) accept
     ZSTD_RESET_SESSION = 1          # zstd.h's ZSTD_reset_session_only
     FIRST_CAPACITY = 64 << 10
+    ISAL_STATE_BYTES = 256 << 10    # an inflate_state
+    ISAL_HEADER_BYTES = 1 << 10     # then an isal_gzip_header (72 bytes in ISA-L 2.30)
+    ISAL_OUT_OVERFLOW = 2
+    GZIP_TRAILER = 8                # CRC-32 and size of the member's output, little-endian
+    DEFLATE_MAX_EXPANSION = 1032    # the most a deflate stream's bytes expand
 
 cdef lz4f_create_fn lz4f_create = NULL
 cdef free_fn lz4f_free = NULL
@@ -69,6 +94,11 @@ cdef zstd_set_fn zstd_set = NULL
 cdef zstd_reset_fn zstd_reset = NULL
 cdef zstd_stream_fn zstd_stream = NULL
 cdef is_error_fn zstd_is_error = NULL
+cdef isal_init_fn isal_init = NULL
+cdef isal_stateless_fn isal_stateless = NULL
+cdef isal_header_init_fn isal_header_init = NULL
+cdef isal_read_header_fn isal_read_header = NULL
+cdef isal_crc32_fn isal_crc32 = NULL
 cdef bint enabled[ZSTD + 1]
 cdef dict libraries = {             # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
     "snappy": f"cramjam {cramjam.__version__} (holding the GIL)"}
@@ -130,21 +160,70 @@ cdef void load():
             zstd_stream = <zstd_stream_fn><uintptr_t>zstd["ZSTD_decompressStream"]
             zstd_is_error = <is_error_fn><uintptr_t>zstd["ZSTD_isError"]
             libraries["zstd"] = version_text("zstd", version, "zstandard._cffi")
+    load_isal()
     enabled[SNAPPY] = True
     enabled[LZ4] = "lz4" in libraries
     enabled[ZSTD] = "zstd" in libraries
+    enabled[GZIP] = "gzip" in libraries
+
+
+cdef void load_isal():
+    global isal_init, isal_stateless, isal_header_init, isal_read_header, isal_crc32
+    isal = exported("isal.isal_zlib", (
+        "isal_inflate_init", "isal_inflate_stateless", "isal_gzip_header_init",
+        "isal_read_gzip_header", "crc32_gzip_refl"))
+    if isal is None:
+        return
+    try:
+        from isal import ISAL_VERSION
+    except ImportError:
+        return
+    if not ISAL_VERSION.startswith("2."):
+        return
+    isal_init = <isal_init_fn><uintptr_t>isal["isal_inflate_init"]
+    isal_stateless = <isal_stateless_fn><uintptr_t>isal["isal_inflate_stateless"]
+    isal_header_init = <isal_header_init_fn><uintptr_t>isal["isal_gzip_header_init"]
+    isal_read_header = <isal_read_header_fn><uintptr_t>isal["isal_read_gzip_header"]
+    isal_crc32 = <isal_crc32_fn><uintptr_t>isal["crc32_gzip_refl"]
+    if gzip_agrees_with_zlib():
+        libraries["gzip"] = f"ISA-L {ISAL_VERSION} (isal.isal_zlib)"
+
+
+cdef bint gzip_agrees_with_zlib():
+    """Whether gzip_members inflates what zlib wrote, at every level and
+    block kind, to what zlib inflates it to."""
+    import zlib
+    cdef Inflater f
+    cdef Py_ssize_t produced
+    cdef const uint8_t[::1] view
+    sample = b"".join(b"record %d of a sample: %s\n" % (i, bytes(range(i % 256)))
+                      for i in range(700))
+    f.out = NULL
+    f.capacity = f.kept = 0
+    f.lz4 = f.zstd = f.gzip = NULL
+    try:
+        for level in (0, 1, 6, 9):
+            for data in (sample, sample[:100], b""):
+                deflater = zlib.compressobj(level, zlib.DEFLATED, 31)
+                view = deflater.compress(data) + deflater.flush()
+                produced = gzip_members(&f, &view[0], view.shape[0], 1 << 20)
+                if produced != len(data) or f.out[:produced] != data:
+                    return False
+        return True
+    finally:
+        release_inflater(&f)
 
 
 load()
 
 
 def in_core(codec, enabled_now=None):
-    """The library the decode loop calls for `codec` ("snappy", "lz4" or
-    "zstd"), as "libzstd 1.5.7 (zstandard._cffi)", or None when decode()
+    """The library the decode loop calls for `codec` ("gzip", "snappy", "lz4"
+    or "zstd"), as "libzstd 1.5.7 (zstandard._cffi)", or None when decode()
     decompresses it through the Python path (its functions not found, or
     turned off). With `enabled_now`, turns it on or off first; tests compare
     the two paths."""
-    cdef int codec_id = {"snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}[codec]
+    cdef int codec_id = {"gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}[codec]
     if enabled_now is not None:
         enabled[codec_id] = bool(enabled_now) and codec in libraries
     return libraries[codec] if enabled[codec_id] else None
@@ -240,11 +319,71 @@ cdef Py_ssize_t zstd_frames(Inflater* f, const uint8_t* src, size_t n, size_t li
     return -1
 
 
+cdef inline uint32_t load_u32_le(const uint8_t* p) noexcept nogil:
+    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef bint gzip_header_at(const uint8_t* p, size_t n) noexcept nogil:
+    return n >= 2 and p[0] == 0x1f and p[1] == 0x8b
+
+
+cdef Py_ssize_t gzip_members(Inflater* f, const uint8_t* src, size_t n,
+                             size_t limit) noexcept nogil:
+    """The gzip members, one after another, that begin src[:n], into f.out.
+    Bytes after the last member that do not begin another are ignored, as
+    java.util.zip.GZIPInputStream (and the Python path) ignore them."""
+    cdef isal_state_head* state
+    cdef uint8_t* header
+    cdef size_t at = 0, total = 0, want, member, end
+    cdef int st
+    if f.gzip == NULL:
+        f.gzip = malloc(ISAL_STATE_BYTES + ISAL_HEADER_BYTES)
+        if f.gzip == NULL:
+            return -1
+    state = <isal_state_head*>f.gzip
+    header = <uint8_t*>f.gzip + ISAL_STATE_BYTES
+    want = load_u32_le(src + n - 4) if n >= 4 else 0     # the last member's size: a hint
+    if want > limit or want > DEFLATE_MAX_EXPANSION * n:
+        want = 0
+    while True:
+        if not gzip_header_at(src + at, n - at) or n - at > UINT32_MAX:
+            return -1
+        while True:
+            if ((room(f, limit) < total + want or f.out == NULL)
+                    and not room_for(f, total + want, limit)):
+                return -1
+            isal_init(f.gzip)
+            state.next_in = src + at
+            state.avail_in = <uint32_t>(n - at)
+            isal_header_init(header)
+            if isal_read_header(f.gzip, header):
+                return -1
+            state.next_out = f.out + f.kept + total
+            state.avail_out = <uint32_t>min(room(f, limit) - total, <size_t>UINT32_MAX)
+            st = isal_stateless(f.gzip)
+            if st != ISAL_OUT_OVERFLOW:
+                break
+            want = room(f, limit) - total + 1       # grown past what did not fit
+        member = state.total_out
+        end = state.next_in - src
+        if st != 0 or n - end < GZIP_TRAILER or load_u32_le(src + end + 4) != <uint32_t>member:
+            return -1
+        if isal_crc32(0, f.out + f.kept + total, member) != load_u32_le(src + end):
+            return -1
+        total += member
+        at = end + GZIP_TRAILER
+        if not gzip_header_at(src + at, n - at):
+            return <Py_ssize_t>total
+        want = 0
+
+
 cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, size_t n,
                                    size_t limit) noexcept nogil:
     """Decompress a v2 batch's records into f.out + f.kept: their length, or -1 when
     they are not decompressed here (a codec without its library, input this
     path does not take whole, more than `limit` bytes, no memory)."""
+    if codec == GZIP and enabled[GZIP]:
+        return gzip_members(f, src, n, limit)
     if codec == LZ4 and enabled[LZ4]:
         return lz4_frame(f, src, n, limit)
     if codec == ZSTD and enabled[ZSTD]:
@@ -254,7 +393,7 @@ cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, s
 
 cdef bint inflates(int codec) noexcept nogil:
     """Whether decompress_in_core or decompress_with_gil takes batches of `codec`."""
-    return codec in (SNAPPY, LZ4, ZSTD) and enabled[codec]
+    return codec in (GZIP, SNAPPY, LZ4, ZSTD) and enabled[codec]
 
 
 cdef void release_inflater(Inflater* f) noexcept nogil:
@@ -262,6 +401,8 @@ cdef void release_inflater(Inflater* f) noexcept nogil:
     if f.zstd != NULL:
         zstd_free(f.zstd)
         f.zstd = NULL
+    free(f.gzip)
+    f.gzip = NULL
     free(f.out)
     f.out = NULL
     f.capacity = f.kept = 0
