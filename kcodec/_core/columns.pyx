@@ -39,7 +39,8 @@ from kcodec._core.records cimport (
     v2_records_end, wrapper_of,
 )
 from kcodec._core.system_codecs cimport (
-    LZ4, Inflater, decompress_in_core, decompress_with_gil, inflates, release_inflater)
+    LZ4, Inflater, decompress_batch, decompress_in_core, decompress_with_gil, inflates,
+    release_inflater)
 
 cdef extern from *:
     int popcount "__builtin_popcountll" (unsigned long long) noexcept nogil
@@ -1133,12 +1134,8 @@ cdef class Collector:
         if w.last_offset != 0 and w.last_offset < start:
             pos[0] = entry_end
             return True
-        with nogil:
-            produced = decompress_in_core(&self.inflater, codec, src.base + m.value_pos,
-                                          m.value_len, reader.max_decompressed)
-        if produced < 0:
-            produced = decompress_with_gil(&self.inflater, codec, src.base + m.value_pos,
-                                           m.value_len, reader.max_decompressed)
+        produced = decompress_batch(&self.inflater, codec, src.base + m.value_pos, m.value_len,
+                                    reader.max_decompressed)
         if produced < 0 or count_inner(self.inflater.out, produced, &n, &fi):
             return False
         self.message_slots(n)
@@ -1202,10 +1199,9 @@ cdef class Collector:
                     # The scan left the batch for a new buffer; it decompresses
                     # here, into that one, rather than through the scan again.
                     self.begin_arena()
-                    with nogil:
-                        ready = decompress_in_core(&self.inflater, b.codec, section,
-                                                   section_size, batch_limit(self))
-                if ready < 0:
+                    ready = decompress_batch(&self.inflater, b.codec, section, section_size,
+                                             batch_limit(self))
+                else:
                     ready = decompress_with_gil(&self.inflater, b.codec, section, section_size,
                                                 batch_limit(self))
                 if ready >= 0:

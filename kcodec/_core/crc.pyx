@@ -2,7 +2,7 @@
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, uintptr_t
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 
-from kcodec._core.system_codecs cimport exported
+from kcodec._core.bindings cimport exported
 
 # The tables and the CPU check live in this module only: other modules call
 # crc32c_of / crc32_of (crc.pxd), never these directly.

@@ -11,8 +11,6 @@
 # it decodes whole; anything else (a bad frame, output over the limit, an
 # input that ends inside a frame) goes to the Python path, which names the
 # error.
-import importlib.util
-
 import cramjam
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
@@ -20,8 +18,9 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int32_t, uint32_t, uint64_t, uintptr_t, UINT32_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcmp
-from posix.dlfcn cimport dlopen, dlsym, RTLD_NOW, RTLD_LOCAL
 
+from kcodec._core.bindings cimport exported
+from kcodec._core.crc cimport crc32_raw
 from kcodec._core.wire cimport load_i32
 from kcodec.errors import DecompressionError
 
@@ -68,7 +67,6 @@ ctypedef void (*isal_init_fn)(void* state) noexcept nogil
 ctypedef int (*isal_stateless_fn)(void* state) noexcept nogil
 ctypedef void (*isal_header_init_fn)(void* header) noexcept nogil
 ctypedef int (*isal_read_header_fn)(void* state, void* header) noexcept nogil
-ctypedef uint32_t (*isal_crc32_fn)(uint32_t crc, const uint8_t* p, uint64_t n) noexcept nogil
 
 cdef enum:
     LZ4F_VERSION = 100              # the frame API's version, as lz4frame.h defines it
@@ -98,34 +96,9 @@ cdef isal_init_fn isal_init = NULL
 cdef isal_stateless_fn isal_stateless = NULL
 cdef isal_header_init_fn isal_header_init = NULL
 cdef isal_read_header_fn isal_read_header = NULL
-cdef isal_crc32_fn isal_crc32 = NULL
 cdef bint enabled[ZSTD + 1]
 cdef dict libraries = {             # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
     "snappy": f"cramjam {cramjam.__version__} (holding the GIL)"}
-
-
-cdef dict exported(str module, tuple names):
-    """name -> address of each of `names` in the extension module `module`
-    (its shared library opened, the module not initialised), or None unless
-    it exports them all."""
-    cdef void* library
-    cdef void* address
-    try:
-        spec = importlib.util.find_spec(module)
-    except ImportError:
-        return None
-    if spec is None or not spec.origin:
-        return None
-    library = dlopen(spec.origin.encode(), RTLD_NOW | RTLD_LOCAL)
-    if library == NULL:
-        return None
-    found = {}
-    for name in names:
-        address = dlsym(library, name.encode())
-        if address == NULL:
-            return None
-        found[name] = <uintptr_t>address
-    return found
 
 
 cdef str version_text(str stem, unsigned number, str module):
@@ -168,10 +141,10 @@ cdef void load():
 
 
 cdef void load_isal():
-    global isal_init, isal_stateless, isal_header_init, isal_read_header, isal_crc32
+    global isal_init, isal_stateless, isal_header_init, isal_read_header
     isal = exported("isal.isal_zlib", (
         "isal_inflate_init", "isal_inflate_stateless", "isal_gzip_header_init",
-        "isal_read_gzip_header", "crc32_gzip_refl"))
+        "isal_read_gzip_header"))
     if isal is None:
         return
     try:
@@ -184,7 +157,6 @@ cdef void load_isal():
     isal_stateless = <isal_stateless_fn><uintptr_t>isal["isal_inflate_stateless"]
     isal_header_init = <isal_header_init_fn><uintptr_t>isal["isal_gzip_header_init"]
     isal_read_header = <isal_read_header_fn><uintptr_t>isal["isal_read_gzip_header"]
-    isal_crc32 = <isal_crc32_fn><uintptr_t>isal["crc32_gzip_refl"]
     if gzip_agrees_with_zlib():
         libraries["gzip"] = f"ISA-L {ISAL_VERSION} (isal.isal_zlib)"
 
@@ -368,7 +340,7 @@ cdef Py_ssize_t gzip_members(Inflater* f, const uint8_t* src, size_t n,
         end = state.next_in - src
         if st != 0 or n - end < GZIP_TRAILER or load_u32_le(src + end + 4) != <uint32_t>member:
             return -1
-        if isal_crc32(0, f.out + f.kept + total, member) != load_u32_le(src + end):
+        if crc32_raw(f.out + f.kept + total, member) != load_u32_le(src + end):
             return -1
         total += member
         at = end + GZIP_TRAILER
@@ -537,3 +509,15 @@ cdef Py_ssize_t decompress_with_gil(Inflater* f, int codec, const uint8_t* src, 
     if codec == SNAPPY and enabled[SNAPPY]:
         return snappy_into(f, src, n, limit)
     return -1
+
+
+cdef Py_ssize_t decompress_batch(Inflater* f, int codec, const uint8_t* src, size_t n,
+                                 size_t limit) except -2:
+    """decompress_in_core, without the GIL, or decompress_with_gil: whichever
+    takes `codec`."""
+    cdef Py_ssize_t produced
+    if codec == SNAPPY:
+        return decompress_with_gil(f, codec, src, n, limit)
+    with nogil:
+        produced = decompress_in_core(f, codec, src, n, limit)
+    return produced
