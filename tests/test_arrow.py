@@ -129,6 +129,42 @@ def test_headers_starting_mid_batch_and_batches_without_them_after(codec, isolat
 
 
 @pytest.mark.parametrize("codec", ["none", "lz4"])
+@pytest.mark.parametrize("views", [False, True])
+def test_records_with_more_headers_than_the_parse_keeps_the_place_of(codec, views):
+    """The parse keeps where a record's first 8 headers are for the copy; the
+    copy reads any after those again. Counts on both sides of 8, keys of
+    every kind (empty, repeated, not ASCII), values null, empty and long."""
+    import random
+    rng = random.Random(8)
+    keys = ["", "k", "trace-id", "\u00e9t\u00e9", "a-much-longer-header-key-than-32-bytes"]
+    values = [None, b"", b"v", bytes(range(40)), b"x" * 300]
+    records = [(b"k%d" % i, b"v" * (i % 50), 1_700_000_000_000 + i,
+                [(rng.choice(keys), rng.choice(values)) for _ in range(count)])
+               for i, count in enumerate([0, 1, 7, 8, 9, 10, 16, 17, 40, 8, 9, 0, 120] * 6)]
+    data = kcodec.encode(records, compression=codec, max_batch_bytes=3000)
+    table = assert_same_rows(data)
+    if views:
+        viewed = kcodec.decode(data, views=True)
+        viewed.validate(full=True)
+        assert viewed.cast(schema()).equals(table)
+    assert table.column("headers").to_pylist() == [
+        [{"key": k, "value": v} for k, v in r[3]] or None for r in records]
+
+
+def test_a_header_key_not_ascii_in_the_last_record_only_makes_the_keys_text():
+    """Whether header keys need decoding as UTF-8 is found over the whole
+    column once the records are in: one key not ASCII, the last of 3000
+    records, is text like the others; one not UTF-8 is replaced as Java
+    replaces it."""
+    records = [(None, b"v", i, [("h", b"%d" % i)]) for i in range(2999)]
+    for last_key, expected in ((b"\xc3\xa9", "\u00e9"), (b"\xff", "\ufffd"), (b"z", "z")):
+        data = kcodec.encode(records + [(None, b"v", 2999, [(last_key, b"x")])],
+                             max_batch_bytes=5000)
+        keys = [h[0]["key"] for h in kcodec.decode(data).column("headers").to_pylist()]
+        assert keys == ["h"] * 2999 + [expected]
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
 @pytest.mark.parametrize("magic", [1, 2])
 @pytest.mark.parametrize("views", [False, True])
 def test_columns_grow_past_what_the_first_batch_suggests(codec, magic, views):

@@ -14,8 +14,9 @@
 # so a uniform input rarely copies a column; before that, and with offset
 # bounds, it at least doubles. Growth needs no GIL: a run of uncompressed
 # batches is one stretch without it, so threads decoding at once do not
-# queue for it at every growth. Header fields are re-read, with bounds, by
-# the copy: the input may be a mutable buffer.
+# queue for it at every growth. The copy takes a record's first headers from
+# where its parse found them; any after those it reads again, with bounds:
+# the input may be a mutable buffer.
 #
 # With views, key and value become Arrow binary_view columns: 16-byte views
 #   [int32 length][12 bytes inline]                                  length <= 12
@@ -33,7 +34,7 @@ from cpython.pythread cimport (
 
 from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_i64, load_u16, read_blob
 from kcodec._core.records cimport (
-    Batch, BatchReader, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,
+    Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,
     LOG_OVERHEAD, V2_HEADER, V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
     legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, scan_messages,
     v2_records_end, wrapper_of,
@@ -153,16 +154,16 @@ cdef struct Out:              # the column buffers being filled
     Py_ssize_t block_position      # the block filled at the last growth: where it starts
     Py_ssize_t block_end           # and ends in the input, and its records' bytes
     Py_ssize_t block_bytes
-    bint header_keys_ascii
     bint headers_seen              # a block had records with headers: skip the headerless try
 
 
 cdef Py_ssize_t grown_units(Out* o, int unit) noexcept nogil:
     """How many units to grow `unit`'s buffers to, for o.needed[unit]: from the
-    second block on, extrapolated from the share of the input consumed (every
-    growth copies what is written so far, so waiting for a larger sample costs
-    more than an estimate too high, which table() gives back), up to what an
-    uncompressed input of its size could hold; for bytes, up to the blocks
+    second block on, what is written so far extrapolated from the share of
+    the input consumed (every growth copies what is written so far, so
+    waiting for a larger sample costs more than an estimate too high, which
+    table() gives back), up to what an uncompressed input of its size could
+    hold; for bytes, up to the blocks
     before the current one as decompressed, the current one whole, and the
     rest expanded as those before (at most MAX_EXPANSION times: a skewed
     input must not make it allocate without bound); and at least o.most[unit]."""
@@ -177,7 +178,10 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept nogil:
             <double>max(o.input_bytes - o.block_end, 0) * expansion)
         most = (o.input_bytes // V2_MIN_RECORD if unit == PER_ROW else
                 o.input_bytes // 2 if unit == PER_HEADER else records_bytes)
-        guess = <Py_ssize_t>(<double>needed * o.input_bytes / o.consumed * 1.0625)
+        # Plus the room this block reserves past what it wrote (the rest of it,
+        # whatever its records are): the last block will reserve as much.
+        guess = <Py_ssize_t>(<double>o.used[unit] * o.input_bytes / o.consumed * 1.0625) + max(
+            o.most[unit] - o.needed[unit], 0)
         units = max(units, min(guess, most))
     if unit != PER_ROW:
         units = min(units, MAX_ARROW_BYTES)        # int32 offsets; reserve refuses more
@@ -186,7 +190,10 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept nogil:
 
 cdef struct Mark:             # the columns as they were before a block
     Py_ssize_t used[N_UNITS]
-    bint header_keys_ascii
+
+
+cdef enum:
+    HEADERS_KEPT = 8         # headers of a record whose place the parse keeps for the copy
 
 
 cdef struct Block:            # one batch being added to the columns
@@ -209,13 +216,13 @@ cdef struct Block:            # one batch being added to the columns
     const uint8_t* records     # v2: where its first record starts
     Mark mark
     FaultInfo fault            # why a record failed its checks
+    HeaderAt kept[HEADERS_KEPT]   # where the first headers of the record being added are
 
 
 cdef void start_block(Block* b, Out* o, Py_ssize_t count) noexcept nogil:
     b.count = count
     b.done = 0
     memcpy(b.mark.used, o.used, sizeof(o.used))
-    b.mark.header_keys_ascii = o.header_keys_ascii
 
 
 cdef void take_back(Block* b, Out* o) noexcept nogil:
@@ -227,7 +234,6 @@ cdef void take_back(Block* b, Out* o) noexcept nogil:
             for k in range(b.mark.used[UNIT[i]], o.used[UNIT[i]]):
                 o.mem[i][k >> 3] &= <uint8_t>~(1 << (k & 7))
     memcpy(o.used, b.mark.used, sizeof(o.used))
-    o.header_keys_ascii = b.mark.header_keys_ascii
 
 
 cdef void note_progress(Block* b, Out* o, const uint8_t* record, Py_ssize_t i) noexcept nogil:
@@ -290,6 +296,21 @@ cdef Py_ssize_t bits_set(const uint8_t* bitmap, Py_ssize_t n) noexcept nogil:
     for k in range(n & ~63, n):
         total += (bitmap[k >> 3] >> (k & 7)) & 1
     return total
+
+
+cdef bint is_ascii(const uint8_t* data, Py_ssize_t n) noexcept nogil:
+    """Whether none of the n bytes has its top bit set."""
+    cdef Py_ssize_t k
+    cdef uint64_t bits = 0, word
+    for k in range(n >> 3):
+        memcpy(&word, data + 8 * k, 8)
+        bits |= word
+    for k in range(n & ~7, n):
+        bits |= data[k]
+    bits |= bits >> 32
+    bits |= bits >> 16
+    bits |= bits >> 8
+    return not (bits & 0x80)
 
 
 cdef inline void put_view(const uint8_t* src, int32_t n, const uint8_t* window, int32_t buffer,
@@ -451,6 +472,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     # uint8_t* may alias any memory, so fields read through b and o would be
     # loaded again after every byte copied.
     cdef Slot r                                      # the record being added
+    cdef HeaderAt* kept = b.kept
     cdef bint any_block = BlockKind is AnyBlock
     cdef bint headerless = BlockKind is HeaderlessV2Block
     cdef Slot* items = b.items if any_block else NULL
@@ -467,7 +489,6 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef int32_t j, hk = 0, hv = 0
     cdef Py_ssize_t k
     cdef int st = 0
-    cdef uint8_t key_bits = 0                       # header key bytes OR'ed: bit 7, not ASCII
     cdef int64_t* offset = <int64_t*>o.mem[B_OFFSET]
     cdef int64_t* timestamp = <int64_t*>o.mem[B_TIMESTAMP]
     cdef uint8_t* timestamp_nulls = o.mem[B_TIMESTAMP_NULLS]
@@ -513,7 +534,8 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
         if items != NULL:
             r = items[row + row_to_index]
         elif parse_v2_record(base, &p, records_end, <int32_t>count,
-                             <int32_t>(row + row_to_index), &v2, &r, &b.fault):
+                             <int32_t>(row + row_to_index), &v2, &r, &b.fault,
+                             NULL if headerless else kept, 0 if headerless else HEADERS_KEPT):
             st = 2
             break
         if headerless and r.headers_count > 0:
@@ -558,19 +580,23 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
             value_offsets[row + 1] = <int32_t>value_at
         if not headerless:
             mark(headers_valid, row, r.headers_count > 0)
-            hp = base + r.headers_pos
             hend = base + r.headers_end
+            if r.headers_count > HEADERS_KEPT:          # where the headers not kept start
+                hp = kept[HEADERS_KEPT - 1].value + max(kept[HEADERS_KEPT - 1].value_len, 0)
             header_keys_end = header_key_at + r.header_key_bytes
             header_values_end = header_value_at + r.header_value_bytes
             for j in range(r.headers_count):
-                if (read_blob(&hp, hend, &key, &hk) or read_blob(&hp, hend, &value, &hv)
+                if j < HEADERS_KEPT:
+                    key = kept[j].key
+                    hk = kept[j].key_len
+                    value = kept[j].value
+                    hv = kept[j].value_len
+                elif (read_blob(&hp, hend, &key, &hk) or read_blob(&hp, hend, &value, &hv)
                         or hk < 0 or hk > header_keys_end - header_key_at
                         or hv > header_values_end - header_value_at):
-                    st = -3
+                    st = -3                         # read again: the input may have changed
                     break
                 copy_over(header_key_data + header_key_at, key, hk, hend)
-                for k in range(header_key_at, header_key_at + hk):   # the copy: the input may change
-                    key_bits |= header_key_data[k]
                 header_key_at += hk
                 header_key_offsets[h + 1] = <int32_t>header_key_at
                 mark(header_value_nulls, h, hv < 0)
@@ -595,8 +621,6 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
             if headerless:
                 header_list_offsets[k + 1] = <int32_t>h
     store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
-    if key_bits & 0x80:
-        o.header_keys_ascii = False
     b.done = row + row_to_index
     b.next = p
     if st == 0 and items == NULL and v2_records_end(base, p, records_end, <int32_t>count,
@@ -929,7 +953,6 @@ cdef class Collector:
         self.arena = -1
         self.o.views = views
         self.o.input_bytes = input_bytes
-        self.o.header_keys_ascii = True
         for i in range(N_BUFFERS):
             if i in (B_KEY_OFFSETS, B_KEY_DATA, B_VALUE_OFFSETS, B_VALUE_DATA):
                 self.o.enabled[i] = not views
@@ -1320,7 +1343,8 @@ cdef class Collector:
                                3))
         add_child(a, new_array(e, nh, nulls_of[NULL_HEADER_VALUES], mem[B_HEADER_VALUE_NULLS],
                                mem[B_HEADER_VALUE_OFFSETS], mem[B_HEADER_VALUE_DATA], 3))
-        if self.o.header_keys_ascii:
+        # Checked in the column's memory, not the input, which may change.
+        if is_ascii(<const uint8_t*>mem[B_HEADER_KEY_DATA], self.o.used[HEADER_KEY_BYTES]):
             columns.append(import_column(e, HEADER_LIST_TYPE))
         else:
             columns.append(_header_keys_as_text(import_column(e, BINARY_KEY_HEADER_LIST_TYPE)))

@@ -34,6 +34,13 @@ cdef struct Slot:                 # where one record's fields are in its Source
     int8_t ts_type                # -1 none, 0 CreateTime, 1 LogAppendTime
 
 
+cdef struct HeaderAt:             # where one header's key and value are (length -1: null)
+    const uint8_t* key
+    const uint8_t* value
+    int32_t key_len
+    int32_t value_len
+
+
 cdef struct V2Base:               # what a v2 batch's records are relative to
     int64_t offset
     int64_t timestamp
@@ -100,10 +107,12 @@ cdef inline int past_record(int st) noexcept nogil:
 
 cdef inline int parse_v2_record(const uint8_t* base, const uint8_t** pp, const uint8_t* end,
                                 int32_t count, int32_t i, V2Base* v, Slot* s,
-                                FaultInfo* fi) noexcept nogil:
+                                FaultInfo* fi, HeaderAt* kept,
+                                int32_t kept_room) noexcept nogil:
     """Validate record i (of count) of a v2 batch, at *pp in [*pp, end), and
-    record where its fields are; advances *pp past it. The one parser of v2
-    records: the object API and the Arrow columns both call it."""
+    record where its fields are, and its first kept_room headers in kept;
+    advances *pp past it. The one parser of v2 records: the object API and
+    the Arrow columns both call it."""
     cdef int32_t j, length, key_len, value_len, n_headers, offset_delta, hk, hv
     cdef int32_t key_bytes = 0, value_bytes = 0
     cdef int64_t ts_delta
@@ -113,7 +122,8 @@ cdef inline int parse_v2_record(const uint8_t* base, const uint8_t** pp, const u
     cdef const uint8_t* field        # the field being read, for error positions
     cdef const uint8_t* key
     cdef const uint8_t* value
-    cdef const uint8_t* unused
+    cdef const uint8_t* header_key
+    cdef const uint8_t* header_value
     cdef int st
     if p >= end:
         return fail(fi, F_TOO_FEW_RECORDS, p, base, count, i)
@@ -148,14 +158,19 @@ cdef inline int parse_v2_record(const uint8_t* base, const uint8_t** pp, const u
     s.headers_pos = p - base
     for j in range(n_headers):
         field = p
-        st = read_blob(&p, rec_end, &unused, &hk)
+        st = read_blob(&p, rec_end, &header_key, &hk)
         if st == OK and hk < 0:
             return fail(fi, F_HEADER_KEY_NULL, field, base, hk, 0)
         if st == OK:
             field = p
-            st = read_blob(&p, rec_end, &unused, &hv)
+            st = read_blob(&p, rec_end, &header_value, &hv)
         if st:
             return fail(fi, past_record(st), field, base, 0, 0)
+        if j < kept_room:
+            kept[j].key = header_key
+            kept[j].key_len = hk
+            kept[j].value = header_value
+            kept[j].value_len = hv
         key_bytes += hk
         if hv > 0:
             value_bytes += hv

@@ -170,7 +170,7 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
     cdef int32_t i
     cdef int st
     for i in range(count):
-        st = parse_v2_record(base, &p, end, count, i, v, &slots[i], fi)
+        st = parse_v2_record(base, &p, end, count, i, v, &slots[i], fi, NULL, 0)
         if st:
             return st
     return v2_records_end(base, p, end, count, fi)
