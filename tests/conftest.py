@@ -1,5 +1,6 @@
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,18 @@ def compiled_scan_takes_valid_input_whole(request):
 
 def fixtures_dir():
     """The shared record-data fixtures: $KCODEC_FIXTURES, or shared/fixtures
-    beside this checkout (where CI puts them)."""
+    beside this checkout (where CI puts them), or beside the local checkout
+    this one was cloned from (a clean clone made anywhere finds them too)."""
     env = os.environ.get("KCODEC_FIXTURES")
-    return Path(env) if env else REPO.parent / "shared" / "fixtures"
+    if env:
+        return Path(env)
+    beside = REPO.parent / "shared" / "fixtures"
+    if not beside.exists():
+        origin = subprocess.run(["git", "-C", str(REPO), "remote", "get-url", "origin"],
+                                capture_output=True, text=True).stdout.strip()
+        if origin and Path(origin).is_dir():
+            return Path(origin).resolve().parent / "shared" / "fixtures"
+    return beside
 
 
 @pytest.fixture(scope="session")
