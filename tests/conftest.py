@@ -36,8 +36,11 @@ def fixtures_dir():
         return Path(env)
     beside = REPO.parent / "shared" / "fixtures"
     if not beside.exists():
-        origin = subprocess.run(["git", "-C", str(REPO), "remote", "get-url", "origin"],
-                                capture_output=True, text=True).stdout.strip()
+        try:
+            origin = subprocess.run(["git", "-C", str(REPO), "remote", "get-url", "origin"],
+                                    capture_output=True, text=True).stdout.strip()
+        except OSError:                              # no git
+            origin = ""
         if origin and Path(origin).is_dir():
             return Path(origin).resolve().parent / "shared" / "fixtures"
     return beside
