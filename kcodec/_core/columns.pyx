@@ -225,6 +225,17 @@ cdef void start_block(Block* b, Out* o, Py_ssize_t count) noexcept nogil:
     memcpy(b.mark.used, o.used, sizeof(o.used))
 
 
+cdef void start_legacy_block(Block* b, Out* o, Slot* items, Py_ssize_t count) noexcept nogil:
+    """start_block, for v0/v1 records parsed into items: no producer, no
+    transaction."""
+    start_block(b, o, count)
+    b.items = items
+    b.producer_id = -1
+    b.producer_epoch = -1
+    b.leader_epoch = -1
+    b.transactional = False
+
+
 cdef void take_back(Block* b, Out* o) noexcept nogil:
     """Remove what fill added of block b (its bits too: bitmaps are only ever OR'ed)."""
     cdef int i
@@ -752,6 +763,16 @@ cdef class ColumnMemory:
         o.mem[i] = NULL
         return m
 
+    cdef void fit(self, size_t size) noexcept:
+        """Give back what is far past the `size` bytes used (an estimate far
+        too high), if realloc can."""
+        cdef uint8_t* shrunk
+        if self.capacity > 2 * size + MIN_KEPT_BYTES:
+            shrunk = <uint8_t*>realloc(self.memory, max(size, <size_t>1))
+            if shrunk != NULL:
+                self.memory = shrunk
+                self.capacity = max(size, <size_t>1)
+
     def __dealloc__(self):
         if self.memory != NULL:
             give_back(self.memory, self.capacity)
@@ -916,7 +937,6 @@ def handed_back_batches():
     return batches_handed_back
 
 
-@cython.final
 cdef inline int legacy_codec_at(Source src, Py_ssize_t pos) noexcept:
     """The codec a v0/v1 entry at pos says it has (0: an uncompressed message,
     else a wrapper's), or -1 when no v0/v1 entry begins there: a v2 batch or
@@ -926,6 +946,7 @@ cdef inline int legacy_codec_at(Source src, Py_ssize_t pos) noexcept:
     return src.base[pos + 17] & 0x07
 
 
+@cython.final
 cdef class Collector:
     """The columns of one decode, filled batch by batch."""
     cdef Out o
@@ -1096,15 +1117,10 @@ cdef class Collector:
                                       MESSAGE_RUN_BYTES)
             if n == 0:
                 return pos[0] != taken
-            start_block(&b, &self.o, n)
-            b.items = self.messages
+            start_legacy_block(&b, &self.o, self.messages, n)
             b.base = src.base
             b.next = b.records = src.base + first
             b.end = src.base + pos[0]
-            b.producer_id = -1
-            b.producer_epoch = -1
-            b.leader_epoch = -1
-            b.transactional = False
             b.position = first
             b.consumed = pos[0]
             if self.views:
@@ -1166,14 +1182,9 @@ cdef class Collector:
             st = parse_inner(self.inflater.out, n, &w, verify_crc, self.messages, &fi)
         if st:
             return False
-        start_block(&b, &self.o, n)
-        b.items = self.messages
+        start_legacy_block(&b, &self.o, self.messages, n)
         b.base = b.next = b.records = self.inflater.out
         b.end = self.inflater.out + produced
-        b.producer_id = -1
-        b.producer_epoch = -1
-        b.leader_epoch = -1
-        b.transactional = False
         b.position = at
         b.consumed = entry_end
         self.add_block(&b, at, produced >= NOGIL_MIN_BYTES)
@@ -1254,7 +1265,6 @@ cdef class Collector:
         """Hand the batches decompressed into inflater.out to its data buffer."""
         cdef ColumnMemory m
         cdef size_t size = self.inflater.kept
-        cdef uint8_t* shrunk
         if self.arena < 0:
             return 0
         m = ColumnMemory.__new__(ColumnMemory)
@@ -1262,11 +1272,7 @@ cdef class Collector:
         m.capacity = self.inflater.capacity
         self.inflater.out = NULL
         self.inflater.capacity = self.inflater.kept = 0
-        if m.capacity > 2 * size + MIN_KEPT_BYTES:
-            shrunk = <uint8_t*>realloc(m.memory, max(size, <size_t>1))
-            if shrunk != NULL:
-                m.memory = shrunk
-                m.capacity = max(size, <size_t>1)
+        m.fit(size)
         self.buffers[self.arena] = pa.foreign_buffer(<uintptr_t>m.memory, size, base=m)
         self.arena = -1
         return 0
@@ -1279,7 +1285,6 @@ cdef class Collector:
         cdef int i, j, n_views
         cdef int nulls, valid, view_buffer, offsets
         cdef ColumnMemory m
-        cdef uint8_t* shrunk
         cdef const void* mem[N_BUFFERS]
         cdef Py_ssize_t nulls_of[N_NULLS]
         cdef Export* e
@@ -1305,11 +1310,7 @@ cdef class Collector:
             if INVERTED[i]:
                 for k in range(size):                  # nulls into validity
                     m.memory[k] = ~m.memory[k]
-            if m.capacity > 2 * <size_t>size + MIN_KEPT_BYTES:   # an estimate far too high
-                shrunk = <uint8_t*>realloc(m.memory, max(size, 1))
-                if shrunk != NULL:
-                    m.memory = shrunk
-                    m.capacity = max(size, 1)
+            m.fit(size)
             mem[i] = m.memory
         schema, types = schema_and_types(self.views, self.o.enabled[B_PRODUCER_ID])
         columns = []

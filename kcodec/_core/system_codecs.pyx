@@ -206,6 +206,12 @@ cdef inline size_t room(Inflater* f, size_t limit) noexcept nogil:
     return min(f.capacity - f.kept, limit)
 
 
+cdef bint has_room(Inflater* f, size_t produced, size_t limit) noexcept nogil:
+    """Whether f.out holds a batch's `produced` bytes, grown if need be (never
+    NULL, even for none: cramjam takes no NULL buffer)."""
+    return (room(f, limit) >= produced and f.out != NULL) or room_for(f, produced, limit)
+
+
 cdef bint room_for(Inflater* f, size_t produced, size_t limit) noexcept nogil:
     """Grow f.out past a batch's `produced` bytes (a batch of at most `limit`,
     after the f.kept bytes before it): False if it cannot."""
@@ -321,8 +327,7 @@ cdef Py_ssize_t gzip_members(Inflater* f, const uint8_t* src, size_t n,
         if not gzip_header_at(src + at, n - at) or n - at > UINT32_MAX:
             return -1
         while True:
-            if ((room(f, limit) < total + want or f.out == NULL)
-                    and not room_for(f, total + want, limit)):
+            if not has_room(f, total + want, limit):
                 return -1
             isal_init(f.gzip)
             state.next_in = src + at
@@ -485,9 +490,8 @@ cdef Py_ssize_t snappy_into(Inflater* f, const uint8_t* src, size_t n, size_t li
             want = snappy_block_length(block)
             if want > limit - total:
                 return -1
-            if ((room(f, limit) < total + want or f.out == NULL)
-                    and not room_for(f, total + want, limit)):
-                return -1                   # (cramjam takes no NULL buffer, even an empty one)
+            if not has_room(f, total + want, limit):
+                return -1
             out = PyMemoryView_FromMemory(<char*>f.out + f.kept + total, want, PyBUF_WRITE)
             try:
                 if raw_into(block, out) != want:
