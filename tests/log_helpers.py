@@ -22,6 +22,7 @@ class Append:
     records: list = field(default_factory=list)   # (offset, timestamp, key, value, headers)
     txn: int = -1                  # which transaction a txn batch or marker belongs to
     data: bytes = b""
+    marker_timestamp: int = -1
 
     @property
     def last_offset(self):
@@ -95,7 +96,7 @@ def scripted_history(seed=0, rounds=6, batch_records=(20, 60)):
         clock[0] += 5
         data = kcodec.encode_control(kind, producer_id=pid, producer_epoch=0, offset=offset,
                                      timestamp=clock[0])
-        appends.append(Append(offset, kind, pid, [], txn, data))
+        appends.append(Append(offset, kind, pid, [], txn, data, marker_timestamp=clock[0]))
         offset += 1
 
     for r in range(rounds):

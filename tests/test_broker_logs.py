@@ -1,12 +1,15 @@
 """kcodec.log reading a real broker's partition directories, record for
 record against what real consumers (confluent-kafka, kafka-python) fetch
 from the same broker, at both isolation levels."""
+import os
+
 import pyarrow as pa
 import pytest
 
-from kcodec.log import PartitionLog
+from kcodec.log import PartitionLog, write_log
+from kcodec.log.producers import ProducerStates
 from kafka_broker import (  # noqa: F401
-    CLIENT_TIMEOUT, COMPACTED_RECORDS, Delivery, broker, broker_topics, compacted_spec,
+    SMALL_SEGMENT_BYTES, CLIENT_TIMEOUT, COMPACTED_RECORDS, Delivery, broker, broker_topics, compacted_spec,
     confluent_producer, confluent_rows, produce_confluent, record_spec, wait_until_stable,
     watermarks, kafka_python_rows, kcodec_rows, table_rows,
 )
@@ -113,3 +116,36 @@ def test_open_transaction_holds_read_committed_back(broker):
     expected = confluent_rows(broker, topic, "read_committed")
     assert len(expected) == 20
     assert kcodec_rows(log.read_records(isolation="read_committed")) == expected
+
+
+@pytest.mark.parametrize("topic", [t for t in TOPICS if t != "compacted"])
+def test_producer_snapshots_hold_what_the_broker_wrote(broker, broker_topics, topic, tmp_path):
+    """Each producer snapshot the broker wrote at a segment roll holds the
+    producer states ProducerStates learns from the batches before it, and
+    write_log, given the broker's batches, rolls at the same offsets and
+    writes the same bytes there. (The compacted topic is left out: the
+    cleaner has removed batches the states before a roll were learnt from.)"""
+    directory = broker.partition_dir(topic)
+    log = PartitionLog(directory)
+    snapshots = log.producer_snapshots()
+    assert snapshots, "the broker writes a snapshot at every roll"
+    # log-append-time's producer is not idempotent: its snapshots hold no producer
+    assert any(entries for entries in snapshots.values()) == (topic != "log-append-time")
+    batches = list(log.read_batches())
+    for at, entries in snapshots.items():
+        states = ProducerStates()
+        for batch in batches:
+            if batch.last_offset < at:
+                states.append(batch)
+        assert states.entries() == sorted(entries), at
+
+    data = b"".join(bytes(seg.data) for seg in log.segments)
+    written = tmp_path / f"{topic}-0"
+    write_log(written, data, segment_bytes=SMALL_SEGMENT_BYTES)
+    ours = {int(p.name[:20]): p.read_bytes() for p in written.glob("*.snapshot")}
+    # write_log rolls where the broker did (by size, and by time where a
+    # marker's timestamp is a week past the producers' ones) and writes the
+    # last snapshot at the log end, as the broker does on a clean shutdown
+    assert sorted(ours) == sorted(set(snapshots) | {log.end_offset})
+    for at in snapshots:
+        assert ours[at] == open(os.path.join(directory, f"{at:020d}.snapshot"), "rb").read(), at

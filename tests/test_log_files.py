@@ -2,17 +2,20 @@
 time indexes (preallocated zero tails, sanity), .txnindex, the leader-epoch
 checkpoint and producer snapshots; every inconsistency a CorruptIndexError
 naming the file and the byte position."""
+import os
 import shutil
 import struct
 
 import crc32c
 import pytest
 
+import kcodec
 from kcodec import CorruptIndexError
 from kcodec.log import (
     OffsetIndex, PartitionLog, TimeIndex, encode_producer_snapshot, read_leader_epoch_checkpoint,
-    read_producer_snapshot, read_txn_index,
+    read_producer_snapshot, read_txn_index, write_log,
 )
+from kcodec.log.producers import ProducerStates
 from log_helpers import entry_bounds, scripted_history, view, write_history
 
 
@@ -187,10 +190,91 @@ def test_producer_snapshot(tmp_path):
 def test_partition_log_reads_snapshots_and_checkpoints(tmp_path, log_dir):
     directory, _ = log_dir
     log = copy_of(tmp_path, directory)
+    for path in (tmp_path / "copy-0").glob("*.snapshot"):      # those write_log wrote
+        path.unlink()
     entries = [(7, 0, 41, 120, 3, 1_700_000_000_000, 2, -1)]
     (tmp_path / "copy-0" / "00000000000000000131.snapshot").write_bytes(snapshot_bytes(entries))
     assert {k: [tuple(e) for e in v] for k, v in log.producer_snapshots().items()} == \
         {131: entries}
+
+
+def states_from_history(history, at):
+    """The snapshot entries of the history's producers before offset `at`,
+    from what each append held: every producer batch starts at sequence 0,
+    epoch 0; markers carry coordinator epoch 0."""
+    states = {}
+    for a in history.appends:
+        if a.producer_id < 0 or a.base_offset >= at:
+            continue
+        s = states.setdefault(a.producer_id, [0, -1, -1, 0, -1, -1, -1])
+        if a.kind == "txn":
+            n = len(a.records)
+            s[1:5] = [n - 1, a.last_offset, n - 1, max(r[1] for r in a.records)]
+            if s[6] < 0:
+                s[6] = a.base_offset
+        else:
+            s[4:7] = [a.marker_timestamp, 0, -1]
+    return [(pid, *s) for pid, s in sorted(states.items())]
+
+
+def test_write_log_writes_producer_snapshots_at_each_roll_and_the_end(log_dir):
+    directory, history = log_dir
+    log = PartitionLog(directory)
+    snapshots = log.producer_snapshots()
+    bases = [seg.base_offset for seg in log.segments]
+    assert len(bases) > 3
+    assert sorted(snapshots) == bases[1:] + [history.end_offset]
+    for at, entries in snapshots.items():
+        assert [tuple(e) for e in entries] == states_from_history(history, at), at
+    # some snapshot holds an open transaction, some a producer between transactions
+    firsts = [e.current_txn_first_offset for entries in snapshots.values() for e in entries]
+    assert min(firsts) == -1 and max(firsts) > 0
+
+
+def test_producer_states_follow_the_brokers_rules():
+    """An epoch bump forgets the producer's last batch, sequences wrap at
+    int32, a marker alone makes an entry, batches without a producer id and
+    legacy ones change nothing."""
+    states = ProducerStates()
+    t = 1_700_000_000_000
+    states.append(batch_of(kcodec.encode([(None, b"v", t + i, []) for i in range(10)],
+                                         base_offset=0, producer_id=5, producer_epoch=0,
+                                         base_sequence=2**31 - 8, transactional=True)))
+    assert [tuple(e) for e in states.entries()] == [(5, 0, 1, 9, 9, t + 9, -1, 0)]
+    states.append(batch_of(kcodec.encode([(None, b"p", t, [])], base_offset=10)))
+    states.append(batch_of(kcodec.encode([(None, b"p", t, [])], base_offset=11, magic=1)))
+    states.append(batch_of(kcodec.encode_control("ABORT", producer_id=5, producer_epoch=1,
+                                                 offset=12, coordinator_epoch=4,
+                                                 timestamp=t + 50)))
+    states.append(batch_of(kcodec.encode_control("COMMIT", producer_id=9, producer_epoch=2,
+                                                 offset=13, coordinator_epoch=3,
+                                                 timestamp=t + 60)))
+    assert [tuple(e) for e in states.entries()] == [(5, 1, -1, -1, 0, t + 50, 4, -1),
+                                                    (9, 2, -1, -1, 0, t + 60, 3, -1)]
+
+
+def batch_of(data):
+    (batch,) = kcodec.read_batches(data)
+    return batch
+
+
+def test_write_log_rolls_a_week_past_the_first_batch(tmp_path):
+    """LogSegment.shouldRoll: a batch whose max timestamp is more than
+    segment.ms past the segment's first batch's starts a new segment."""
+    day = 24 * 3600 * 1000
+    t = 1_700_000_000_000
+    sets = [kcodec.encode([(None, b"v", ts, [])], base_offset=i)
+            for i, ts in enumerate([t, t + 7 * day, t - day, t + 7 * day + 1, t + 8 * day + 1])]
+    paths = write_log(tmp_path / "a-0", sets)
+    assert [int(os.path.basename(p)[:20]) for p in paths] == [0, 3]
+    paths = write_log(tmp_path / "b-0", sets, segment_ms=day)
+    assert [int(os.path.basename(p)[:20]) for p in paths] == [0, 1, 4]
+    assert len(write_log(tmp_path / "c-0", sets, segment_ms=None)) == 1
+    # a first batch without timestamps (magic 0) rolls by size only
+    legacy = kcodec.encode([(None, b"v", None, [])], magic=0)
+    assert len(write_log(tmp_path / "d-0", [legacy] + sets[1:])) == 1
+    with pytest.raises(ValueError):
+        write_log(tmp_path / "e-0", sets, segment_ms=0)
 
 
 def test_seek_through_a_lying_index_entry_is_a_typed_error(tmp_path, log_dir):

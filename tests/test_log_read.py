@@ -418,24 +418,27 @@ def test_read_committed_stops_at_the_last_stable_offset(tmp_path, with_txnindex)
 
 def test_last_stable_offset_from_the_producer_snapshot(tmp_path):
     """A transaction whose first batches went with a deleted segment is known
-    from the producer snapshot the broker wrote at the roll (currentTxnFirstOffset);
-    the LSO is then the log start offset, as UnifiedLog clamps it."""
-    from kcodec.log import ProducerSnapshotEntry, encode_producer_snapshot
+    from the producer snapshot write_log wrote at the roll, as a broker does
+    (currentTxnFirstOffset); the LSO is then the log start offset, as
+    UnifiedLog clamps it."""
+    from kcodec.log import ProducerSnapshotEntry, read_producer_snapshot
     sets = [plain_batch(0), txn_batch(2, 6), plain_batch(4), txn_batch(6, 6), plain_batch(8)]
     directory = tmp_path / "t-0"
     paths = write_log(str(directory), sets, segment_bytes=2 * len(sets[0]) + 10, index_interval_bytes=0)
     bases = [int(os.path.basename(p)[:20]) for p in paths]
     assert 2 < bases[1] <= 4, bases          # pid 6's first batch is in the first segment
-    snapshot = encode_producer_snapshot([ProducerSnapshotEntry(
-        producer_id=6, producer_epoch=0, last_sequence=3, last_offset=3, offset_delta=1,
-        timestamp=BASE_TS_LSO + 3, coordinator_epoch=0, current_txn_first_offset=2)])
-    (directory / f"{bases[1]:020d}.snapshot").write_bytes(snapshot)
+    # no marker yet: the coordinator epoch is unknown (-1)
+    assert read_producer_snapshot(directory / f"{bases[1]:020d}.snapshot") == [
+        ProducerSnapshotEntry(producer_id=6, producer_epoch=0, last_sequence=3, last_offset=3,
+                              offset_delta=1, timestamp=BASE_TS_LSO + 3, coordinator_epoch=-1,
+                              current_txn_first_offset=2)]
     for suffix in (".log", ".index", ".timeindex"):
         os.remove(directory / f"{bases[0]:020d}{suffix}")
     log = PartitionLog(directory)
     assert log.start_offset == bases[1]
     assert log.last_stable_offset() == bases[1]
     assert log.decode(isolation="read_committed").num_rows == 0
-    # without the snapshot the open transaction is first seen at offset 6
-    os.remove(directory / f"{bases[1]:020d}.snapshot")
+    # without the snapshots the open transaction is first seen at offset 6
+    for path in directory.glob("*.snapshot"):
+        os.remove(path)
     assert PartitionLog(directory).last_stable_offset() == 6

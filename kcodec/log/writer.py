@@ -1,6 +1,6 @@
 """Lay out batches as a broker's partition directory: segments rolled by
 size, sparse .index and .timeindex entries, a .txnindex per segment holding
-ABORT markers, and the leader-epoch-checkpoint.
+ABORT markers, producer state .snapshot files and the leader-epoch-checkpoint.
 
 Every batch is appended as a producer request of its own would be, following
 the broker's LogSegment.append: before the append, if more than
@@ -8,8 +8,13 @@ index_interval_bytes were appended since the last index entry, an .index
 entry names the append's last offset and the position where it starts, and
 a .timeindex entry the largest timestamp so far (with the last offset of the
 batch holding it) when that timestamp grew. A segment rolls when the append
-would take it past segment_bytes; a rolled (or finally closed) segment gets
+would take it past segment_bytes, or when the batch's max timestamp is more
+than segment_ms past that of the segment's first batch (LogSegment.shouldRoll;
+a segment whose first batch has no timestamp rolls by size only, as the
+broker's wall clock is not at hand). A rolled (or finally closed) segment gets
 a last .timeindex entry for its largest timestamp, as on a clean shutdown.
+A producer snapshot is written at every roll, named after the new segment,
+and at the log end, as a broker writes them on a clean shutdown.
 """
 import os
 import struct
@@ -18,9 +23,10 @@ import numpy as np
 
 from ..records import encode, read_batches
 from .indexes import NO_TIMESTAMP, OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, write_leader_epoch_checkpoint
-from ..records import TransactionTracker
+from .producers import ProducerStates
 
 INT32_MAX = (1 << 31) - 1
+SEGMENT_MS = 7 * 24 * 3600 * 1000       # the broker's default segment.ms
 
 
 def _is_table(obj):
@@ -47,8 +53,20 @@ class _SegmentWriter:
         self.aborted = []
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
+        self.first_timestamp = None       # the first batch's max timestamp
+
+    def rolls_for(self, entry, batch, segment_bytes, segment_ms):
+        """Whether appending `batch` (whose bytes are `entry`) rolls this segment."""
+        if not self.size:
+            return False
+        return (self.size + len(entry) > segment_bytes
+                or (segment_ms is not None and self.first_timestamp >= 0
+                    and batch.max_timestamp - self.first_timestamp > segment_ms)
+                or batch.last_offset - self.base_offset > INT32_MAX)
 
     def append(self, entry, batch, index_interval_bytes):
+        if self.first_timestamp is None:
+            self.first_timestamp = batch.max_timestamp
         position = self.size
         self.log.write(entry)
         self.size += len(entry)
@@ -102,7 +120,7 @@ def _first_offset(batch):
 
 
 def write_log(directory, batches_or_table, segment_bytes=1 << 30, index_interval_bytes=4096,
-              **encode_options):
+              segment_ms=SEGMENT_MS, **encode_options):
     """Write a partition directory from record sets (bytes-like, or an
     iterable of them) or pyarrow.Tables (encoded with kcodec.encode and
     `encode_options`, e.g. compression="zstd"), and return the paths of the
@@ -116,11 +134,13 @@ def write_log(directory, batches_or_table, segment_bytes=1 << 30, index_interval
         raise ValueError(f"segment_bytes must be within 14..{INT32_MAX}")
     if index_interval_bytes < 0:
         raise ValueError("index_interval_bytes must not be negative")
+    if segment_ms is not None and segment_ms < 1:
+        raise ValueError("segment_ms must be at least 1 (None: no rolls by time)")
     os.makedirs(directory, exist_ok=True)
     if any(name.endswith(".log") for name in os.listdir(directory)):
         raise FileExistsError(f"{directory} already holds segments")
     written, epochs = [], []
-    tracker = TransactionTracker()
+    producers = ProducerStates()
     segment = None
     end = 0
 
@@ -135,15 +155,15 @@ def write_log(directory, batches_or_table, segment_bytes=1 << 30, index_interval
                 struct.pack_into(">q", entry, 0, end)
                 batch = next(iter(read_batches(entry)))
                 first = end
-            if segment is not None and segment.size and (
-                    segment.size + len(entry) > segment_bytes
-                    or batch.last_offset - segment.base_offset > INT32_MAX):
+            if segment is not None and segment.rolls_for(entry, batch, segment_bytes, segment_ms):
                 written.append(segment.close())
                 segment = None
             if segment is None:
+                if written:
+                    producers.write_snapshot(directory, first)
                 segment = _SegmentWriter(directory, first)
             segment.append(entry, batch, index_interval_bytes)
-            completed = tracker.append(batch)
+            completed = producers.append(batch)
             if completed is not None:
                 segment.aborted.append(completed)
             epoch = batch.partition_leader_epoch
@@ -153,6 +173,8 @@ def write_log(directory, batches_or_table, segment_bytes=1 << 30, index_interval
     if segment is None:
         segment = _SegmentWriter(directory, end)
     written.append(segment.close())
+    if end > 0:
+        producers.write_snapshot(directory, end)
     if epochs:
         write_leader_epoch_checkpoint(os.path.join(directory, "leader-epoch-checkpoint"), epochs)
     return written
