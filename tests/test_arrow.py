@@ -295,6 +295,27 @@ def test_kept_memory_stays_within_its_limit_and_a_lower_one_frees_the_rest(
     assert kcodec.kept_memory_limit() == 0
 
 
+def test_a_column_using_little_of_a_kept_block_leaves_the_block_to_the_pool(
+        restored_kept_memory_limit):
+    """A decode's room for a column can be far above what it uses (1-byte
+    keys in an input of 100-byte values). Those few bytes move to a block of
+    their own and the big block goes back to the pool whole: shrinking it in
+    place would make the next decode of another shape fault a new one in."""
+    from kcodec._core.columns import kept_memory_bytes
+    wide = kcodec.encode([(b"key-%06d" % i, b"v" * 100, i,
+                           [("trace-id", b"%016x" % i), ("source", b"web"), ("v", b"2")])
+                          for i in range(20000)], max_batch_bytes=16384)
+    narrow = kcodec.encode([(b"k", b"v" * 100, i, []) for i in range(3000)])
+    kcodec.kept_memory_limit(0)
+    kcodec.kept_memory_limit(64 << 20)
+    kcodec.decode(wide)
+    pooled = kept_memory_bytes()
+    table = kcodec.decode(narrow)
+    assert table.column("key").to_pylist() == [b"k"] * 3000
+    del table
+    assert kept_memory_bytes() >= pooled
+
+
 # ------------------------------------------------------------ encode(table)
 
 def test_encode_decode_round_trip_is_byte_identical():

@@ -708,16 +708,21 @@ def kept_memory_bytes():
     return kept_total
 
 
+cdef inline bint far_too_big(size_t capacity, size_t size) noexcept nogil:
+    """Whether a block of `capacity` bytes is worth shrinking to `size`."""
+    return capacity > 2 * size + MIN_KEPT_BYTES
+
+
 cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept nogil:
-    """A block of at least `size` bytes: the smallest kept one not over four
-    times too big, else a new one (NULL: no memory)."""
+    """A block of at least `size` bytes: the smallest kept one not far too
+    big, else a new one (NULL: no memory)."""
     global kept_total, n_kept
     cdef int i, best = -1
     cdef void* memory = NULL
     if size >= MIN_KEPT_BYTES:
         PyThread_acquire_lock(kept_lock, WAIT_LOCK)
         for i in range(n_kept):
-            if size <= kept_capacity[i] <= 4 * size and (
+            if size <= kept_capacity[i] and not far_too_big(kept_capacity[i], size) and (
                     best < 0 or kept_capacity[i] < kept_capacity[best]):
                 best = i
         if best >= 0:
@@ -765,13 +770,24 @@ cdef class ColumnMemory:
 
     cdef void fit(self, size_t size) noexcept:
         """Give back what is far past the `size` bytes used (an estimate far
-        too high), if realloc can."""
-        cdef uint8_t* shrunk
-        if self.capacity > 2 * size + MIN_KEPT_BYTES:
-            shrunk = <uint8_t*>realloc(self.memory, max(size, <size_t>1))
-            if shrunk != NULL:
-                self.memory = shrunk
-                self.capacity = max(size, <size_t>1)
+        too high). Less than the pool keeps moves to a block of its own,
+        leaving the big block, faulted in already, to the pool for the next
+        decode; more is shrunk in place, if realloc can."""
+        cdef uint8_t* fitted
+        if not far_too_big(self.capacity, size):
+            return
+        if size < MIN_KEPT_BYTES:
+            fitted = <uint8_t*>malloc(max(size, <size_t>1))
+            if fitted == NULL:
+                return
+            memcpy(fitted, self.memory, size)
+            give_back(self.memory, self.capacity)
+        else:
+            fitted = <uint8_t*>realloc(self.memory, size)
+            if fitted == NULL:
+                return
+        self.memory = fitted
+        self.capacity = max(size, <size_t>1)
 
     def __dealloc__(self):
         if self.memory != NULL:
