@@ -75,11 +75,18 @@ def _check_isolation(isolation):
     return isolation
 
 
+def marker_record(batch):
+    """The record of a control batch that holds its marker: the first (None
+    when the batch has none)."""
+    for record in batch:
+        return record
+    return None
+
+
 def marker_type(batch):
     """"COMMIT", "ABORT" or another control type of a control batch."""
-    for record in batch:
-        return record.control.type
-    return None
+    record = marker_record(batch)
+    return None if record is None else record.control.type
 
 
 def committed(batches, aborted):

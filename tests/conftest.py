@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from kcodec._core.columns import handed_back_batches
-from needs import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,7 +49,9 @@ def fixtures_dir():
 def fixtures_path():
     path = fixtures_dir()
     if not (path / "index.json").exists():
-        unavailable(f"shared fixtures not found at {path} (set KCODEC_FIXTURES)")
+        # data kept beside the repository, not something ci/test.sh installs:
+        # skipped (and counted as such) even under CI
+        pytest.skip(f"shared fixtures not found at {path} (set KCODEC_FIXTURES)")
     return path
 
 

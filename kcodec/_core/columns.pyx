@@ -772,7 +772,7 @@ cdef class ColumnMemory:
         """Give back what is far past the `size` bytes used (an estimate far
         too high). Less than the pool keeps moves to a block of its own,
         leaving the big block, faulted in already, to the pool for the next
-        decode; more is shrunk in place, if realloc can."""
+        decode; more is shrunk by realloc, if it can."""
         cdef uint8_t* fitted
         if not far_too_big(self.capacity, size):
             return

@@ -18,6 +18,7 @@ position of the offending entry.
 """
 import mmap
 import os
+import re
 import struct
 from collections import namedtuple
 
@@ -251,6 +252,19 @@ def write_leader_epoch_checkpoint(path, entries):
     lines = ["0", str(len(entries))] + [f"{epoch} {start}" for epoch, start in entries]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+SNAPSHOT_NAME = re.compile(r"^\d{20}\.snapshot$")
+
+
+def snapshot_path(directory, offset):
+    """Where the producer snapshot taken at `offset` lives in `directory`."""
+    return os.path.join(directory, f"{offset:020d}.snapshot")
+
+
+def snapshot_offsets(directory):
+    """The offsets of the producer snapshots in `directory`, in order."""
+    return sorted(int(name[:20]) for name in os.listdir(directory) if SNAPSHOT_NAME.match(name))
 
 
 def read_producer_snapshot(path):

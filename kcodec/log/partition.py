@@ -7,13 +7,13 @@ from ..arrow import decode as decode_record_set, schema as arrow_schema
 from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import RecordIterator, _check_isolation, committed, overlaps
-from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
+from .indexes import (read_leader_epoch_checkpoint, read_producer_snapshot, snapshot_offsets,
+                      snapshot_path)
 from .segment import Segment, located, released
 from ..records import TransactionTracker
 from .transactions import fetch_aborted
 
 SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
-SNAPSHOT_NAME = re.compile(r"^\d{20}\.snapshot$")
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]{32}-(?:delete|future|stray))?$")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -81,11 +81,8 @@ class PartitionLog:
 
     def producer_snapshots(self):
         """{snapshot offset: [ProducerSnapshotEntry]} of the .snapshot files."""
-        found = {}
-        for name in sorted(os.listdir(self.directory)):
-            if SNAPSHOT_NAME.match(name):
-                found[int(name[:20])] = read_producer_snapshot(os.path.join(self.directory, name))
-        return found
+        return {offset: read_producer_snapshot(snapshot_path(self.directory, offset))
+                for offset in snapshot_offsets(self.directory)}
 
     # --------------------------------------------------------- transactions
     def aborted_transactions(self):
@@ -130,12 +127,10 @@ class PartitionLog:
         readable producer snapshot at or below offset `at_most`, and that
         snapshot's offset (None when there is none)."""
         tracker = TransactionTracker()
-        snapshots = sorted(int(n[:20]) for n in os.listdir(self.directory)
-                           if SNAPSHOT_NAME.match(n) and int(n[:20]) <= at_most)
+        snapshots = [offset for offset in snapshot_offsets(self.directory) if offset <= at_most]
         for offset in reversed(snapshots):
             try:
-                entries = read_producer_snapshot(
-                    os.path.join(self.directory, f"{offset:020d}.snapshot"))
+                entries = read_producer_snapshot(snapshot_path(self.directory, offset))
             except CorruptIndexError:
                 continue
             tracker.open.update((e.producer_id, e.current_txn_first_offset)

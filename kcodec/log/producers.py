@@ -2,15 +2,19 @@
 of its .snapshot files, which it writes at every segment roll (named after the
 new segment's base offset) and at the log end on a clean shutdown.
 
-Only batches with a producer id change it. A data batch becomes its
-producer's last batch (sequence, offsets, max timestamp); a COMMIT or ABORT
-marker sets the producer's coordinator epoch and last timestamp (the marker
-record's). Either one with another producer epoch forgets the producer's last
-batch. The ongoing transactions are TransactionTracker's."""
-import os
+Only batches with a producer id change it (legacy batches have none). A data
+batch becomes its producer's last batch (sequence, offsets, max timestamp); a
+COMMIT or ABORT marker sets the producer's coordinator epoch and last
+timestamp (the marker record's). Either one with another producer epoch
+forgets the producer's last batch. The ongoing transactions are
+TransactionTracker's.
 
-from ..records import TransactionTracker
-from .indexes import ProducerSnapshotEntry, encode_producer_snapshot
+Every producer seen is kept, in producer id order. A running broker also
+drops producers idle for longer than producer.id.expiration.ms (a day by
+default), and writes its entries in the order of its hash map (ascending for
+producer ids below the map's size)."""
+from ..records import TransactionTracker, marker_record
+from .indexes import ProducerSnapshotEntry, encode_producer_snapshot, snapshot_path
 
 NO_SEQUENCE = -1
 
@@ -45,16 +49,15 @@ class ProducerStates:
         """Feed one batch; returns the AbortedTxn it completes, if any
         (TransactionTracker.append)."""
         completed = self.transactions.append(batch)
-        if batch.magic < 2 or batch.producer_id < 0:
+        if batch.producer_id < 0:
             return completed
         producer = self.producers.setdefault(batch.producer_id, _Producer())
         if batch.is_control:
-            for record in batch:
-                if record.control.type in ("COMMIT", "ABORT"):
-                    producer.take_epoch(batch.producer_epoch)
-                    producer.coordinator_epoch = record.control.coordinator_epoch
-                    producer.timestamp = record.timestamp
-                break
+            record = marker_record(batch)
+            if record is not None and record.control.type in ("COMMIT", "ABORT"):
+                producer.take_epoch(batch.producer_epoch)
+                producer.coordinator_epoch = record.control.coordinator_epoch
+                producer.timestamp = record.timestamp
         else:
             producer.take_epoch(batch.producer_epoch)
             producer.last_sequence = batch.last_sequence
@@ -72,8 +75,8 @@ class ProducerStates:
                 for pid, p in sorted(self.producers.items())]
 
     def write_snapshot(self, directory, offset):
-        """Write `<offset>.snapshot` in `directory`; returns its path."""
-        path = os.path.join(directory, f"{offset:020d}.snapshot")
+        """Write the snapshot taken at `offset` in `directory`; returns its path."""
+        path = snapshot_path(directory, offset)
         with open(path, "wb") as f:
             f.write(encode_producer_snapshot(self.entries()))
         return path

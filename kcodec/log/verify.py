@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import read_batches
-from .indexes import read_leader_epoch_checkpoint, read_producer_snapshot
+from .indexes import SNAPSHOT_NAME, read_leader_epoch_checkpoint, read_producer_snapshot
 from .segment import Segment, located
 from ..records import TransactionTracker
 
@@ -207,7 +207,7 @@ def verify_log(log, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
     for name in sorted(os.listdir(log.directory)):
         path = os.path.join(log.directory, name)
         reader = {"leader-epoch-checkpoint": read_leader_epoch_checkpoint}.get(name)
-        if name.endswith(".snapshot") and name[:-9].isdigit():
+        if SNAPSHOT_NAME.match(name):
             reader = read_producer_snapshot
         if reader is None:
             continue
