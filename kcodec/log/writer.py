@@ -13,8 +13,8 @@ than segment_ms past that of the segment's first batch (LogSegment.shouldRoll;
 a segment whose first batch has no timestamp rolls by size only, as the
 broker's wall clock is not at hand; nor does it roll for a full index, which
 takes over a million appends at the default segment.index.bytes). A rolled
-(or finally closed) segment gets
-a last .timeindex entry for its largest timestamp, as on a clean shutdown.
+(or finally closed) segment gets a last .timeindex entry for its largest
+timestamp, as on a clean shutdown.
 A producer snapshot is written at every roll, named after the new segment,
 and at the log end, as a broker writes them on a clean shutdown.
 """
