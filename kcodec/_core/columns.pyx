@@ -1173,17 +1173,16 @@ cdef class Collector:
         cdef int32_t size
         cdef Py_ssize_t at = pos[0], entry_end, produced, n = 0
         cdef bint ok, verify_crc = reader.verify_crc
-        cdef int codec, st
-        if self.views or legacy_codec_at(src, at) <= 0:
-            return False
+        cdef int codec = legacy_codec_at(src, at), st
+        # Declined before its CRC is computed: `reader` computes it again.
+        if (self.views or codec <= 0 or not inflates(codec)
+                or (codec == LZ4 and src.base[at + 16] == 0)):
+            return False                 # magic 0 lz4: its header checksum needs mending
         with nogil:
             ok = legacy_entry_ok(src.base, src.length, at, reader.max_entry, verify_crc, True,
                                  &m, &size)
         if not ok:
             return False
-        codec = m.attributes & 0x07
-        if not inflates(codec) or (codec == LZ4 and m.magic == 0):
-            return False                 # magic 0 lz4: its header checksum needs mending
         wrapper_of(&m, load_i64(src.base + at), &w)
         entry_end = at + LOG_OVERHEAD + <Py_ssize_t>size
         if w.last_offset != 0 and w.last_offset < start:
