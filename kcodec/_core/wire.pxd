@@ -53,15 +53,17 @@ cdef inline int read_uvarint(const uint8_t** pp, const uint8_t* end, int max_byt
     cdef uint64_t raw = 0
     cdef int shift = 0
     cdef uint8_t b
-    if end - p >= 2:                    # most lengths and deltas: one or two bytes
-        if p[0] < 0x80:
-            out[0] = p[0]
-            pp[0] = p + 1
-            return OK
-        if p[1] < 0x80:
-            out[0] = (p[0] & 0x7F) | (<uint64_t>p[1] << 7)
-            pp[0] = p + 2
-            return OK
+    # Most lengths and deltas take one or two bytes. One byte is tried on its
+    # own first: a record's last field, its header count, is one byte with
+    # nothing after it before the record's end.
+    if p < end and p[0] < 0x80:
+        out[0] = p[0]
+        pp[0] = p + 1
+        return OK
+    if end - p >= 2 and p[1] < 0x80:
+        out[0] = (p[0] & 0x7F) | (<uint64_t>p[1] << 7)
+        pp[0] = p + 2
+        return OK
     while True:
         if p >= end:
             return F_TRUNCATED
