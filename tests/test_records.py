@@ -1,5 +1,6 @@
 """Behaviour of the object API that the fixture and peer suites do not pin down."""
 import gc
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -129,3 +130,21 @@ def test_threads_decode_compressed_data_at_once():
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda codec: (codec, kcodec.decode(inputs[codec])), work))
     assert all(table.equals(expected[codec]) for codec, table in results)
+
+
+def test_a_batch_makes_its_records_as_they_are_reached():
+    data = kcodec.encode([(b"k%d" % i, b"v" * 100, 1000 + i, []) for i in range(20_000)],
+                         max_batch_bytes=1 << 30)
+    (batch,) = kcodec.read_batches(data)
+    tracemalloc.start()
+    try:
+        records = iter(batch)
+        first = next(records)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (first.offset, first.key, first.timestamp) == (0, b"k0", 1000)
+    assert peak < 64 << 10                  # 20,000 record objects take megabytes
+    assert [r.offset for r in records] == list(range(1, 20_000))
+    assert [r.key for r in batch] == [r.key for r in batch.records()]
+    assert list(batch) == batch.records()   # once made, the same objects each time

@@ -593,7 +593,11 @@ cdef class Batch:
         return list(self._loaded())
 
     def __iter__(self):
-        return iter(self._loaded())
+        # A data batch's records are made as they are reached (as read_records
+        # makes them), unless records() or len() has made them already.
+        if self._records is not None or (self.attributes & 0x20 and self.magic == 2):
+            return iter(self._loaded())
+        return RecordIterator((self,), True)
 
     def __len__(self):
         return self.count
