@@ -361,8 +361,10 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     back; -2: past Arrow's 2 GiB in a binary column; -3: a header changed in
     the input since its record was parsed."""
     cdef int st
-    if b.items == NULL and not o.views:
+    if b.items == NULL:
         if rest_of_block_fits(b, o):
+            if o.views:
+                return fill_records(b, o, <ViewsV2Block*>NULL)
             if not o.headers_seen:
                 st = fill_records(b, o, <HeaderlessV2Block*>NULL)
                 if st != HEADERS_AHEAD:
@@ -432,21 +434,25 @@ cdef int fill_grown(Block* b, Out* o) noexcept nogil:
 # fill_records is compiled once per BlockKind (the type of its last argument
 # picks the version; the argument itself is unused): for any block; for a v2
 # block without views whose rows, keys and values are known to fit, where the
-# loop skips those checks for each record; and for such a block while its
+# loop skips those checks for each record; for such a block while its
 # records have no headers, which stops (HEADERS_AHEAD) at the first record
-# that has some. Without the header columns' state kept across records, that
+# that has some (without the header columns' state kept across records, that
 # loop keeps its locals in registers: about 25 fewer instructions a record,
-# most of them loads and stores of spilled locals.
+# most of them loads and stores of spilled locals); and for a v2 block whose
+# rows fit, under views (keys and values take no column bytes there).
 cdef struct AnyBlock:
     char unused
 cdef struct PlainV2Block:
     char unused
 cdef struct HeaderlessV2Block:
     char unused
+cdef struct ViewsV2Block:
+    char unused
 ctypedef fused BlockKind:
     AnyBlock
     PlainV2Block
     HeaderlessV2Block
+    ViewsV2Block
 cdef enum:
     HEADERS_AHEAD = 4        # fill_records' status, beside fill's
 
@@ -461,12 +467,12 @@ cdef inline Py_ssize_t v2_records_left(Py_ssize_t count, Py_ssize_t done,
 cdef inline bint rest_of_block_fits(Block* b, Out* o) noexcept nogil:
     """Whether the rows, keys and values of a v2 block's remaining records fit
     whatever they are: none can hold more key or value bytes than the block
-    has left, nor be more than its count or its bytes allow. If not, o.most
-    gets the units they need at most."""
+    has left (under views they take no column bytes), nor be more than its
+    count or its bytes allow. If not, o.most gets the units they need at most."""
     cdef Py_ssize_t bytes_left = b.end - b.next
     cdef Py_ssize_t rows = o.used[PER_ROW] + v2_records_left(b.count, b.done, bytes_left)
-    cdef Py_ssize_t keys = o.used[KEY_BYTES] + bytes_left
-    cdef Py_ssize_t values = o.used[VALUE_BYTES] + bytes_left
+    cdef Py_ssize_t keys = o.used[KEY_BYTES] + (0 if o.views else bytes_left)
+    cdef Py_ssize_t values = o.used[VALUE_BYTES] + (0 if o.views else bytes_left)
     if (rows <= o.capacity[PER_ROW] and keys <= o.capacity[KEY_BYTES]
             and values <= o.capacity[VALUE_BYTES]):
         return True
@@ -519,7 +525,8 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef int32_t* header_value_offsets = <int32_t*>o.mem[B_HEADER_VALUE_OFFSETS]
     cdef uint8_t* header_value_data = o.mem[B_HEADER_VALUE_DATA]
     cdef uint8_t* header_value_nulls = o.mem[B_HEADER_VALUE_NULLS]
-    cdef bint batch_columns = o.enabled[B_PRODUCER_ID], views = o.views and any_block
+    cdef bint batch_columns = o.enabled[B_PRODUCER_ID]
+    cdef bint views = BlockKind is ViewsV2Block or (any_block and o.views)
     cdef Py_ssize_t row = o.used[PER_ROW], h = o.used[PER_HEADER]
     # The record index is row + row_to_index: one counter for both, and the
     # loop ends at stop_row.
