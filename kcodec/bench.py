@@ -557,11 +557,11 @@ def crc_memcpy_floors(data, magic, peers):
         crcs = {"kcodec.crc32": kcodec.crc32, "zlib.crc32": zlib.crc32}
         expected = zlib.crc32(data)
     floors = {}
-    for name, crc in crcs.items():
-        require(crc(data) == expected, f"{name} disagrees")
+    for name, checksum in crcs.items():
+        require(checksum(data) == expected, f"{name} disagrees")
 
-        def floor(crc=crc):
-            value = crc(src)
+        def floor(checksum=checksum):
+            value = checksum(src)
             dst[:] = src
             return value
         floors[name] = floor
