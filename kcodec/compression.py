@@ -147,6 +147,13 @@ def _lz4_header_length(view):
     return length if len(view) >= length else 0
 
 
+def _lz4_content_size(view):
+    """The content size an lz4 frame header declares, or -1 when it has none."""
+    if not _lz4_header_length(view) or not view[4] & 0x08:
+        return -1
+    return int.from_bytes(view[6:14], "little")
+
+
 def _lz4_header_checksum(view, length, magic0_quirk):
     start = 0 if magic0_quirk else 4
     return (xxhash.xxh32_intdigest(bytes(view[start:length - 1])) >> 8) & 0xFF
@@ -163,6 +170,15 @@ def _unlz4(data, limit, magic):
             header = bytearray(view[:hlen])
             header[hlen - 1] = _lz4_header_checksum(view, hlen, False)
             pieces = [header, view[hlen:]]
+    declared = _lz4_content_size(view)
+    if declared > limit:
+        # python-lz4 sets aside what the header declares before decoding.
+        raise DecompressionLimitError(
+            f"lz4 frame declares {declared} decompressed bytes, more than {limit}; "
+            f"raise max_decompressed_bytes to read it")
+    if declared > LZ4_MAX_EXPANSION * len(view):
+        raise DecompressionError(
+            f"lz4: a {len(view)}-byte frame cannot hold the {declared} bytes it declares")
     if LZ4_MAX_EXPANSION * len(view) <= limit:
         # Too small to exceed the limit whatever it holds: decode in one call.
         try:

@@ -11,7 +11,9 @@ import struct
 import tracemalloc
 
 import cramjam
+import lz4.frame
 import pytest
+import xxhash
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kcodec
@@ -458,6 +460,31 @@ def test_decompression_bombs_stay_within_the_limit(traced):
         got = bounded(outcomes, what, blob)
         assert isinstance(got, kcodec.DecompressionLimitError), f"{what}: {got!r}"
     outcomes.check()
+
+
+def _lz4_frame_declaring(raw, declared):
+    """An lz4 frame of `raw` whose header declares `declared` content bytes."""
+    frame = bytearray(lz4.frame.compress(raw, store_size=True, content_checksum=False))
+    struct.pack_into("<Q", frame, 6, declared)
+    frame[14] = (xxhash.xxh32_intdigest(bytes(frame[4:14])) >> 8) & 0xFF
+    return bytes(frame)
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_an_lz4_frame_declaring_more_than_it_holds_allocates_nothing(magic, traced):
+    # python-lz4 sets aside the content size a frame header declares before
+    # decoding it: that size is checked against the limit and the frame first.
+    raw = kcodec.encode([(b"k", b"v", 0, None)])[61:] if magic == 2 else \
+        kcodec.encode([(b"k", b"v", 0, None)], magic=magic)
+    entry = kcodec.encode([(b"k", b"v", 0, None)], magic=magic, compression="lz4")
+    put = with_v2_section if magic == 2 else with_legacy_value
+    for declared, error in ((1 << 40, kcodec.DecompressionLimitError),
+                            (LIMIT, kcodec.DecompressionError)):
+        outcomes = Outcomes()
+        got = bounded(outcomes, f"declares {declared}", put(entry, _lz4_frame_declaring(raw, declared)))
+        outcomes.check()
+        assert isinstance(got, error), f"declares {declared}: {got!r}"
+        assert "declares" in str(got)
 
 
 def test_huge_count_over_a_large_decompressed_section(traced):
