@@ -329,6 +329,20 @@ def test_min_partitions_and_max_records_per_partition(spark, tmp_path, histories
     assert spark_rows(df) == without_headers(history.data_records())
 
 
+def test_min_partitions_halves_pieces_of_equal_size(tmp_path):
+    # Identical batches make halves of the same size: the planner orders them
+    # without comparing the pieces themselves.
+    directory = str(tmp_path / "t-0")
+    write_log(directory, [kcodec.encode([(b"k", b"v")], base_offset=i) for i in range(8)],
+              index_interval_bytes=0)
+    for wanted in range(1, 10):
+        splits, _ = plan([directory], parse_options({"minPartitions": str(wanted)}))
+        assert len(splits) == min(wanted, 8)
+        assert [(s.start, s.end) for s in splits] == sorted((s.start, s.end) for s in splits)
+        assert sum(s.end - s.start for s in splits) == os.path.getsize(
+            os.path.join(directory, "00000000000000000000.log"))
+
+
 def test_splits_with_offset_bounds_read_each_row_once(spark, tmp_path, histories):
     history = histories["orders-eu"]
     directory = str(tmp_path / "orders-eu-0")

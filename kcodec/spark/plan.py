@@ -237,19 +237,21 @@ def _at_least(pieces, count):
     if len(pieces) >= count:
         return pieces
     order = {id(p): i for i, p in enumerate(pieces)}
-    heap = [(-(p.last - p.first), order[id(p)], p) for p in pieces if p.splittable()]
+    # (size, the piece it came from, where it starts): unique, so that pieces
+    # themselves are never compared.
+    heap = [(-(p.last - p.first), order[id(p)], p.first, p) for p in pieces if p.splittable()]
     heapq.heapify(heap)
     done = [p for p in pieces if not p.splittable()]
     total = len(pieces)
     while heap and total < count:
-        _, rank, piece = heapq.heappop(heap)
+        _, rank, _, piece = heapq.heappop(heap)
         for half in piece.halve():
             if half.splittable():
-                heapq.heappush(heap, (-(half.last - half.first), rank, half))
+                heapq.heappush(heap, (-(half.last - half.first), rank, half.first, half))
             else:
                 done.append(half)
         total += 1
-    pieces = done + [p for _, _, p in heap]
+    pieces = done + [entry[-1] for entry in heap]
     return sorted(pieces, key=lambda p: (p.log.directory, p.seg.base_offset, p.first))
 
 
