@@ -17,8 +17,9 @@ from pyspark.sql.types import (
 
 import kcodec
 import kcodec.spark
-from kcodec.log import PartitionLog, write_log
+from kcodec.log import PartitionLog, open_logs, write_log
 from kcodec.spark import parse_options, plan, read_skip_reports, read_split
+from kcodec.spark.files import partition_dirs
 from log_helpers import entry_bounds, scripted_history, table_rows, write_history
 from spark_session import SESSION_TIME_ZONE, spark, spark_rows, without_headers  # noqa: F401
 
@@ -327,6 +328,20 @@ def test_min_partitions_and_max_records_per_partition(spark, tmp_path, histories
     assert df.rdd.getNumPartitions() >= history.end_offset // (150 + 2 * largest_batch)
     assert max(per_partition_counts(df)) <= 150 + 2 * largest_batch
     assert spark_rows(df) == without_headers(history.data_records())
+
+
+def test_globs_and_roots_skip_copies_being_deleted_or_moved(tmp_path):
+    for name, value in (("orders-0", b"live"), ("orders-0." + "a" * 32 + "-delete", b"deleted"),
+                        ("orders-0." + "b" * 32 + "-future", b"moving"),
+                        ("orders-1." + "c" * 32 + "-stray", b"stray")):
+        write_log(str(tmp_path / name), [kcodec.encode([(b"k", value)])])
+    live = [str(tmp_path / "orders-0")]
+    for given in (str(tmp_path), str(tmp_path / "orders-*"), str(tmp_path / "*")):
+        assert [d for _, d in partition_dirs([given])] == live, given
+    assert [log.directory for log in open_logs([str(tmp_path)])] == live
+    # Named explicitly, a copy is still read.
+    deleted = str(tmp_path / ("orders-0." + "a" * 32 + "-delete"))
+    assert [d for _, d in partition_dirs([deleted])] == [deleted]
 
 
 def test_min_partitions_halves_pieces_of_equal_size(tmp_path):

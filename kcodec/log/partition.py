@@ -15,6 +15,8 @@ from .transactions import fetch_aborted
 
 SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]{32}-(?:delete|future|stray))?$")
+# A copy the broker is deleting, moving to another log dir, or left behind.
+_NOT_LIVE = re.compile(r"\.[0-9a-f]{32}-(?:delete|future|stray)$")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 DEFAULT_MAX_ROWS = 1 << 16
@@ -28,6 +30,12 @@ def _starts_at_or_after(batch, offset):
     """Whether every offset of `batch` is at or after `offset`: reading in
     log order, nothing below `offset` can follow (records.overlaps' rule)."""
     return not overlaps(batch, None, offset)
+
+
+def is_live_partition_dir(name):
+    """Whether a directory name is a partition's live copy: what a log.dirs
+    root or a glob stands for (a copy named explicitly is still read)."""
+    return bool(PARTITION_DIR.match(name)) and not _NOT_LIVE.search(name)
 
 
 def parse_partition_dir(name):
@@ -324,8 +332,8 @@ def open_logs(paths):
             logs.append(PartitionLog(path))
         else:
             logs += [PartitionLog(os.path.join(path, n)) for n in sorted(os.listdir(path))
-                     if os.path.isdir(os.path.join(path, n)) and PARTITION_DIR.match(n)]
+                     if os.path.isdir(os.path.join(path, n)) and is_live_partition_dir(n)]
     return logs
 
 
-__all__ = ["PartitionLog", "parse_partition_dir", "open_logs"]
+__all__ = ["PartitionLog", "parse_partition_dir", "is_live_partition_dir", "open_logs"]

@@ -18,13 +18,12 @@ import weakref
 
 import pyarrow.fs as pafs
 
-from ..log.partition import PARTITION_DIR, SEGMENT_NAME, PartitionLog, parse_partition_dir
+from ..log.partition import (PARTITION_DIR, SEGMENT_NAME, PartitionLog, is_live_partition_dir,
+                             parse_partition_dir)
 from ..log.segment import Segment
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB = re.compile(r"[*?\[]")
-# Directories of a log.dirs root that are not the live copy of a partition.
-_NOT_LIVE = re.compile(r"\.[0-9a-f]{32}-(?:delete|future|stray)$")
 SIDE_FILE = re.compile(r"^\d{20}\.(?:index|timeindex|txnindex)$|^leader-epoch-checkpoint$")
 
 
@@ -98,8 +97,12 @@ def partition_dirs(paths):
             fs, pattern = given
         else:
             fs, pattern = filesystem_of(given)
-        matches = _expand(fs, pattern) if _GLOB.search(pattern) else [pattern]
-        matches = [m for m in matches if _is_dir(fs, m)]
+        if _GLOB.search(pattern):
+            matches = [m for m in _expand(fs, pattern) if _is_dir(fs, m)
+                       and (is_live_partition_dir(os.path.basename(m))
+                            or not PARTITION_DIR.match(os.path.basename(m)))]
+        else:
+            matches = [pattern] if _is_dir(fs, pattern) else []
         if not matches:
             raise FileNotFoundError(f"{given}: no such directory")
         for directory in matches:
@@ -108,7 +111,7 @@ def partition_dirs(paths):
                 continue
             children = [(fs, os.path.join(directory, name))
                         for name, is_dir, *_ in _listing(fs, directory)
-                        if is_dir and PARTITION_DIR.match(name) and not _NOT_LIVE.search(name)]
+                        if is_dir and is_live_partition_dir(name)]
             if not children and PARTITION_DIR.match(os.path.basename(directory)):
                 children = [(fs, directory)]        # a partition with no segments yet
             found += children
