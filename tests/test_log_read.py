@@ -442,3 +442,37 @@ def test_last_stable_offset_from_the_producer_snapshot(tmp_path):
     for path in directory.glob("*.snapshot"):
         os.remove(path)
     assert PartitionLog(directory).last_stable_offset() == 6
+
+
+def _cut_log(tmp_path, segment):
+    """A 4-segment log with `segment`'s .log missing its last 100 bytes."""
+    directory = str(tmp_path / "t-0")
+    write_log(directory, [kcodec.encode([(b"k", b"v" * 300)] * 5, base_offset=5 * i)
+                          for i in range(8)], segment_bytes=4000)
+    log = PartitionLog(directory)
+    assert len(log.segments) == 4
+    path = log.segments[segment].log_path
+    os.truncate(path, os.path.getsize(path) - 100)
+    return PartitionLog(directory), path
+
+
+def test_a_partial_entry_ends_only_the_active_segment_silently(tmp_path):
+    log, _ = _cut_log(tmp_path, -1)
+    assert [s.active for s in log.segments] == [False, False, False, True]
+    offsets = [r.offset for r in log.read_records()]
+    assert offsets == list(range(35))               # the last batch is cut: the log's tail
+    assert log.decode().column("offset").to_pylist() == offsets
+    assert [o for t in log.iter_decode(max_rows=3) for o in t.column("offset").to_pylist()] \
+        == offsets
+
+
+@pytest.mark.parametrize("read", [lambda log: list(log.read_records()),
+                                  lambda log: log.decode(),
+                                  lambda log: list(log.iter_decode(max_rows=3)),
+                                  lambda log: list(log.read_records(isolation="read_committed"))])
+def test_a_partial_entry_in_a_closed_segment_is_corruption(tmp_path, read):
+    # Silently going on with the next segment would drop the batches after it.
+    log, path = _cut_log(tmp_path, 0)
+    with pytest.raises(kcodec.CorruptRecordError) as raised:
+        read(log)
+    assert raised.value.source == path

@@ -462,3 +462,33 @@ def test_remote_filesystem_reads_through_pyarrow(root, histories, orders):
         rows = sorted(r for s in splits for t in read_split(s, options) for r in table_rows(t))
         assert rows == records_between(histories["orders-eu"], 40,
                                        committed_only=isolation == "read_committed")
+
+
+def _cut_first_segment(directory):
+    """A 4-segment log of 5-record batches whose first .log misses its last
+    100 bytes: (path, where its last batch starts, the offsets still readable)."""
+    write_log(directory, [kcodec.encode([(b"k", b"v" * 300)] * 5, base_offset=5 * i)
+                          for i in range(8)], segment_bytes=4000)
+    path = PartitionLog(directory).segments[0].log_path
+    batches = entry_bounds(open(path, "rb").read())
+    os.truncate(path, os.path.getsize(path) - 100)
+    lost = range(5 * (len(batches) - 1), 5 * len(batches))
+    return path, batches[-1][0], [o for o in range(40) if o not in lost]
+
+
+def test_a_partial_entry_in_a_closed_segment_fails_or_is_skipped(tmp_path):
+    directories = [str(tmp_path / "t-0"), str(tmp_path / "t-1")]
+    cuts = [_cut_first_segment(d) for d in directories]
+    options = parse_options({"path": directories[0]})
+    with pytest.raises(kcodec.CorruptRecordError) as raised:
+        [t for s in plan([directories[0]], options)[0] for t in read_split(s, options)]
+    assert raised.value.source == cuts[0][0]
+    # Skipped and reported, for each partition: reports do not overwrite each other.
+    report = str(tmp_path / "skipped")
+    options = parse_options({"onCorruptData": "skip", "corruptDataReport": report})
+    splits, _ = plan([str(tmp_path)], options)
+    rows = [row for s in splits for table in read_split(s, options)
+            for row in zip(table["partition"].to_pylist(), table["offset"].to_pylist())]
+    assert sorted(rows) == [(p, o) for p, (_, _, kept) in enumerate(cuts) for o in kept]
+    skipped = read_skip_reports(report)
+    assert sorted((f, s) for f, s, _, _ in skipped) == sorted((path, at) for path, at, _ in cuts)

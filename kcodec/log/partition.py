@@ -73,6 +73,16 @@ class PartitionLog:
         return f"PartitionLog({self.directory!r}, segments={len(self.segments)})"
 
     @property
+    def segments(self):
+        return self._segments
+
+    @segments.setter
+    def segments(self, segments):
+        self._segments = list(segments)
+        for i, seg in enumerate(self._segments):
+            seg.active = i == len(self._segments) - 1
+
+    @property
     def start_offset(self):
         """The first segment's base offset (the log start offset of a broker
         that has not advanced it by deleting records)."""

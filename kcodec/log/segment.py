@@ -57,6 +57,9 @@ class Segment:
         self.time_index_path = stem + ".timeindex"
         self.txn_index_path = stem + ".txnindex"
         self._data = None
+        # Only the active (last) segment of a log may end in a partial entry:
+        # one anywhere else is corruption. A segment alone may be a log's tail.
+        self.active = True
 
     def __repr__(self):
         return f"Segment({self.log_path!r})"
@@ -111,9 +114,12 @@ class Segment:
         return read_txn_index(self.txn_index_path) if self.has_txn_index else []
 
     # ----------------------------------------------------------- reading
-    def batches(self, position=0, end=None, *, verify_crc=True, partial="stop", **options):
+    def batches(self, position=0, end=None, *, verify_crc=True, partial=None, **options):
         """(file position, Batch) of the entries from `position` on; Batches
-        are read from a view of the mapped file, nothing is copied."""
+        are read from a view of the mapped file, nothing is copied. A partial
+        entry at the end stops an active segment silently (partial=None)."""
+        if partial is None:
+            partial = "stop" if self.active else "error"
         view = memoryview(self.data)[position:end]
         try:
             for batch in read_batches(view, verify_crc=verify_crc, partial=partial, **options):

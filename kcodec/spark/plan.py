@@ -29,7 +29,8 @@ class Split(InputPartition):
     path: str
     start: int
     end: int
-    at_file_end: bool           # a partial batch at `end` is the log's tail, not corruption
+    at_file_end: bool           # a partial batch at `end` is the log's tail (the end of its
+                                # active segment), not corruption
     chunks: tuple
     start_offset: int
     end_offset: int
@@ -41,7 +42,9 @@ class Split(InputPartition):
 
     @property
     def name(self):
-        return f"{os.path.basename(self.path)}@{self.start}"
+        """Unique among a read's splits: partition directory, segment, start."""
+        directory, segment = os.path.split(self.path)
+        return f"{os.path.basename(directory)}.{segment}@{self.start}"
 
 
 @dataclass
@@ -158,7 +161,7 @@ def _segment_pieces(log, start, end, options):
             first = seg.position_for(start)
             if first is None:
                 continue
-        last, at_file_end = seg.size, True
+        last, at_file_end = seg.size, seg.active
         positions, offsets = _index_entries(seg, first, seg.size)
         # offsets[k] is the last offset of the batch at positions[k]: the batch
         # after it starts past that offset; past end - 1 nothing more is read.
