@@ -135,8 +135,10 @@ class TransactionTracker:
         if kind not in ("COMMIT", "ABORT"):
             return None
         marker = batch.last_offset
-        first = self.open.pop(pid, marker)
-        if kind != "ABORT":
+        first = self.open.pop(pid, None)
+        # A marker that ends no transaction with data changes nothing a reader
+        # sees, and the broker indexes none (ProducerAppendInfo).
+        if kind != "ABORT" or first is None:
             return None
         undecided = min(self.open.values(), default=marker + 1)
         return AbortedTxn(pid, first, marker, undecided)

@@ -476,3 +476,23 @@ def test_a_partial_entry_in_a_closed_segment_is_corruption(tmp_path, read):
     with pytest.raises(kcodec.CorruptRecordError) as raised:
         read(log)
     assert raised.value.source == path
+
+
+def test_an_abort_ending_no_transaction_with_data_is_not_indexed(tmp_path):
+    # The broker lists a transaction in the .txnindex only when it has data
+    # (ProducerAppendInfo.appendEndTxnMarker): an ABORT alone ends nothing.
+    directory = str(tmp_path / "t-0")
+    data = kcodec.encode([(b"k", b"v")] * 3, producer_id=7, producer_epoch=0, base_sequence=0,
+                         transactional=True)
+    batches = [data,
+               kcodec.encode_control("ABORT", producer_id=7, producer_epoch=0, offset=3),
+               kcodec.encode_control("ABORT", producer_id=4, producer_epoch=0, offset=4),
+               kcodec.encode_control("ABORT", producer_id=7, producer_epoch=0, offset=5)]
+    write_log(directory, batches)
+    log = PartitionLog(directory)
+    assert [(t.producer_id, t.first_offset, t.last_offset)
+            for t in log.aborted_transactions()] == [(7, 0, 3)]
+    raw = open(log.segments[0].txn_index_path, "rb").read()
+    assert [struct.unpack_from(">hqqqq", raw, i)[1:4] for i in range(0, len(raw), 34)] \
+        == [(7, 0, 3)]
+    assert log.verify().problems == []
