@@ -32,10 +32,15 @@ def _starts_at_or_after(batch, offset):
     return not overlaps(batch, None, offset)
 
 
+def is_not_live_copy(name):
+    """Whether a directory name is that of a partition copy being deleted,
+    moved or left behind: not what a log.dirs root or a glob stands for (a
+    copy named explicitly is still read)."""
+    return bool(_NOT_LIVE.search(name))
+
+
 def is_live_partition_dir(name):
-    """Whether a directory name is a partition's live copy: what a log.dirs
-    root or a glob stands for (a copy named explicitly is still read)."""
-    return bool(PARTITION_DIR.match(name)) and not _NOT_LIVE.search(name)
+    return bool(PARTITION_DIR.match(name)) and not is_not_live_copy(name)
 
 
 def parse_partition_dir(name):
@@ -346,4 +351,5 @@ def open_logs(paths):
     return logs
 
 
-__all__ = ["PartitionLog", "parse_partition_dir", "is_live_partition_dir", "open_logs"]
+__all__ = ["PartitionLog", "parse_partition_dir", "is_live_partition_dir", "is_not_live_copy",
+           "open_logs"]

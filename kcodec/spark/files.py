@@ -19,7 +19,7 @@ import weakref
 import pyarrow.fs as pafs
 
 from ..log.partition import (PARTITION_DIR, SEGMENT_NAME, PartitionLog, is_live_partition_dir,
-                             parse_partition_dir)
+                             is_not_live_copy, parse_partition_dir)
 from ..log.segment import Segment
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -98,9 +98,8 @@ def partition_dirs(paths):
         else:
             fs, pattern = filesystem_of(given)
         if _GLOB.search(pattern):
-            matches = [m for m in _expand(fs, pattern) if _is_dir(fs, m)
-                       and (is_live_partition_dir(os.path.basename(m))
-                            or not PARTITION_DIR.match(os.path.basename(m)))]
+            matches = [m for m in _expand(fs, pattern)
+                       if _is_dir(fs, m) and not is_not_live_copy(os.path.basename(m))]
         else:
             matches = [pattern] if _is_dir(fs, pattern) else []
         if not matches:
