@@ -14,9 +14,10 @@ from ..records import TransactionTracker
 from .transactions import fetch_aborted
 
 SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
-PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:\.[0-9a-f]{32}-(?:delete|future|stray))?$")
 # A copy the broker is deleting, moving to another log dir, or left behind.
-_NOT_LIVE = re.compile(r"\.[0-9a-f]{32}-(?:delete|future|stray)$")
+_NOT_LIVE_SUFFIX = r"\.[0-9a-f]{32}-(?:delete|future|stray)"
+_NOT_LIVE = re.compile(_NOT_LIVE_SUFFIX + "$")
+PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?:" + _NOT_LIVE_SUFFIX + ")?$")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 DEFAULT_MAX_ROWS = 1 << 16
@@ -40,6 +41,7 @@ def is_not_live_copy(name):
 
 
 def is_live_partition_dir(name):
+    """Whether a directory name is that of a partition's live copy."""
     return bool(PARTITION_DIR.match(name)) and not is_not_live_copy(name)
 
 
