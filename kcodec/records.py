@@ -8,7 +8,8 @@ from collections import namedtuple
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_id
 from ._core.build import (
-    encode_control as _encode_control, encode_legacy, encode_v2, rows_from_arrow, rows_from_records,
+    batch_starts, encode_control as _encode_control, encode_legacy, encode_v2, rows_from_arrow,
+    rows_from_records,
 )
 from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIterator
 
@@ -158,21 +159,37 @@ def aborted_transactions(batches):
 
 # ------------------------------------------------------------------ encoding
 
-def _table_rows(table, default_timestamp):
-    """Rows straight from a pyarrow.Table's buffers, with decode()'s column
-    names (key, value, timestamp, headers; only value is required)."""
+NO_TIMESTAMP = -1
+# decode(batch_columns=True)'s columns, and the encode() keyword each stands for.
+_BATCH_COLUMNS = {"producerId": "producer_id", "producerEpoch": "producer_epoch",
+                  "isTransactional": "transactional", "leaderEpoch": "partition_leader_epoch"}
+_DEFAULTS = {"base_offset": 0, "timestamp_type": "CreateTime", "producer_id": -1,
+             "producer_epoch": -1, "base_sequence": -1, "transactional": False,
+             "partition_leader_epoch": -1}
+
+# Rows [start, stop) written with one set of batch attributes.
+_Run = namedtuple("_Run", "start stop timestamp_type producer_id producer_epoch base_sequence "
+                          "transactional partition_leader_epoch")
+
+
+def _column_array(column, name, dtype):
+    import numpy as np
+    if column.null_count:
+        raise ValueError(f"column {name!r} may not hold nulls")
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype)
+
+
+def _timestamps(ts, types, now, n):
+    """int64 ms from the timestamp column (None: absent). A null stays
+    "no timestamp" (-1) for a record whose timestampType says it has none,
+    as a broker up-converting magic 0 writes it; other nulls take `now`, as a
+    producer stamps a record without one."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if any(col.num_chunks > 1 for col in table.columns):
-        table = table.combine_chunks()
-    column = {name: col.chunk(0) if col.num_chunks else None
-              for name, col in zip(table.column_names, table.columns)}
-    n = table.num_rows
-    ts = column.get("timestamp")
     if ts is None:
-        timestamps = np.full(n, default_timestamp, np.int64)
+        timestamps = np.full(n, now, np.int64)
+        valid = np.zeros(n, bool)
     else:
         if pa.types.is_timestamp(ts.type):
             if ts.type.unit != "ms":
@@ -180,50 +197,136 @@ def _table_rows(table, default_timestamp):
             ts = ts.view(pa.int64())
         elif ts.type != pa.int64():
             ts = ts.cast(pa.int64())
-        if ts.null_count:
-            ts = pc.fill_null(ts, default_timestamp)
-        timestamps = np.ascontiguousarray(ts.to_numpy(zero_copy_only=False), np.int64)
-    if "value" not in column:
-        raise ValueError("a table to encode needs a 'value' column")
-    return rows_from_arrow(column.get("key"), column["value"], timestamps,
-                           column.get("headers"), n)
+        if not ts.null_count:
+            return np.ascontiguousarray(ts.to_numpy(zero_copy_only=False), np.int64)
+        valid = np.asarray(ts.is_valid().to_numpy(zero_copy_only=False), bool)
+        timestamps = np.array(ts.fill_null(now).to_numpy(zero_copy_only=False), np.int64)
+    if types is not None:
+        timestamps[~valid & (types == -1)] = NO_TIMESTAMP
+    return timestamps
 
 
-def encode(records, *, magic=2, compression="none", compression_level=None, base_offset=0,
-           timestamp_type="CreateTime", producer_id=-1, producer_epoch=-1, base_sequence=-1,
-           transactional=False, partition_leader_epoch=-1, max_batch_bytes=1 << 20):
-    """Encode records into a record set of the given magic, as Kafka writes it."""
-    if magic not in (0, 1, 2):
-        raise ValueError(f"magic must be 0, 1 or 2, not {magic!r}")
-    codec = codec_id(compression)
-    if timestamp_type not in _TIMESTAMP_TYPES:
-        raise ValueError(f"timestamp_type must be one of {tuple(_TIMESTAMP_TYPES)}")
-    if max_batch_bytes < 1:
-        raise ValueError("max_batch_bytes must be positive")
-    now = int(time.time() * 1000)
-    if hasattr(records, "column_names") and hasattr(records, "num_rows"):
-        rows = _table_rows(records, now)
-    else:
-        rows = rows_from_records(records, now, Record)
-    n = len(rows)
-    if not n:
-        return b""
+def _check_numbering(base_offset, n):
     if base_offset < 0 or base_offset + n - 1 > INT64_MAX:
         raise ValueError(f"offsets {base_offset}..{base_offset + n - 1} do not fit "
                          "Kafka's int64 offsets")
-    ts_type = _TIMESTAMP_TYPES[timestamp_type]
+
+
+def _fixed_attributes(given):
+    """The batch attributes the keywords give, with defaults for the rest."""
+    fixed = dict(_DEFAULTS, **given)
+    del fixed["base_offset"]
+    fixed["timestamp_type"] = _TIMESTAMP_TYPES[fixed["timestamp_type"]]
+    return fixed
+
+
+def _table_encoding(table, magic, given, now):
+    """Rows straight from a pyarrow.Table's buffers (decode()'s column names;
+    only value is required), and the runs of rows that one set of batch
+    attributes covers. Runs break where offsets do not increase and where the
+    columns that say a batch's attributes change (timestampType, and with
+    magic 2 the producer, sequence, transaction and leader epoch columns).
+    A keyword in `given` overrides its column."""
+    import numpy as np
+
+    if any(col.num_chunks > 1 for col in table.columns):
+        table = table.combine_chunks()
+    column = {name: col.chunk(0) if col.num_chunks else None
+              for name, col in zip(table.column_names, table.columns)}
+    if "value" not in column:
+        raise ValueError("a table to encode needs a 'value' column")
+    n = table.num_rows
+    types = None
+    if "timestampType" in column:
+        types = _column_array(column["timestampType"], "timestampType", np.int32)
+    timestamps = _timestamps(column.get("timestamp"), types, now, n)
+    offsets = None
+    if "base_offset" not in given and "offset" in column:
+        offsets = _column_array(column["offset"], "offset", np.int64)
+    else:
+        _check_numbering(given.get("base_offset", 0), n)
+    rows = rows_from_arrow(column.get("key"), column["value"], timestamps,
+                           column.get("headers"), n, offsets, given.get("base_offset", 0))
+
+    per_row = {}
     if magic == 2:
-        attributes = (0x08 if ts_type else 0) | (0x10 if transactional else 0)
-        return encode_v2(rows, base_offset=base_offset, codec=codec, level=compression_level,
-                         attributes=attributes, producer_id=producer_id,
-                         producer_epoch=producer_epoch, base_sequence=base_sequence,
-                         partition_leader_epoch=partition_leader_epoch,
-                         max_batch_bytes=max_batch_bytes)
-    if transactional or producer_id != -1:
+        for name, keyword in _BATCH_COLUMNS.items():
+            if name in column and keyword not in given:
+                per_row[keyword] = _column_array(column[name], name, np.int64)
+    sequences = None
+    if magic == 2 and "sequence" in column and "base_sequence" not in given:
+        sequences = _column_array(column["sequence"], "sequence", np.int32)
+    if magic == 0 or "timestamp_type" in given:
+        types = None
+    # Client-built record sets may start each batch at offset 0 again.
+    starts = batch_starts(n, offsets, timestamps, types, sequences, list(per_row.values()))
+    fixed = _fixed_attributes(given)
+    runs = []
+    for start, stop in zip(starts, starts[1:] + [n]):
+        attributes = dict(fixed, **{keyword: int(values[start])
+                                    for keyword, values in per_row.items()})
+        if types is not None:
+            attributes["timestamp_type"] = int(types[start] == 1)
+        if sequences is not None:
+            attributes["base_sequence"] = int(sequences[start])
+        runs.append(_Run(start, stop, **attributes))
+    return rows, runs
+
+
+def encode(records, *, magic=2, compression="none", compression_level=None, base_offset=None,
+           timestamp_type=None, producer_id=None, producer_epoch=None, base_sequence=None,
+           transactional=None, partition_leader_epoch=None, max_batch_bytes=1 << 20):
+    """Encode records into a record set of the given magic, as Kafka writes it.
+
+    Records are kcodec.Records, (key, value[, timestamp[, headers]]) tuples,
+    dicts of those names, or a pyarrow.Table with decode()'s columns (key and
+    the others optional). A table keeps what its columns say: offsets,
+    timestamp types, and with decode(batch_columns=True)'s columns the
+    producer, sequences, transactions and leader epochs, breaking batches
+    where these change, so encode(decode(x)) decodes as x does. A keyword
+    given here overrides its column (base_offset=0 numbers the rows afresh).
+    Unset, and with no column: offsets from 0, CreateTime, no producer, no
+    transaction, leader epoch -1."""
+    if magic not in (0, 1, 2):
+        raise ValueError(f"magic must be 0, 1 or 2, not {magic!r}")
+    codec = codec_id(compression)
+    if timestamp_type is not None and timestamp_type not in _TIMESTAMP_TYPES:
+        raise ValueError(f"timestamp_type must be one of {tuple(_TIMESTAMP_TYPES)}")
+    if max_batch_bytes < 1:
+        raise ValueError("max_batch_bytes must be positive")
+    if magic < 2 and (transactional or producer_id not in (None, -1)):
         raise ValueError(f"magic {magic} messages have no producer id or transactions")
-    return encode_legacy(rows, magic=magic, base_offset=base_offset, codec=codec,
-                         level=compression_level, timestamp_type=ts_type,
-                         max_batch_bytes=max_batch_bytes)
+    given = {keyword: value for keyword, value in (
+        ("base_offset", base_offset), ("timestamp_type", timestamp_type),
+        ("producer_id", producer_id), ("producer_epoch", producer_epoch),
+        ("base_sequence", base_sequence), ("transactional", transactional),
+        ("partition_leader_epoch", partition_leader_epoch)) if value is not None}
+    now = int(time.time() * 1000)
+    if hasattr(records, "column_names") and hasattr(records, "num_rows"):
+        rows, runs = _table_encoding(records, magic, given, now)
+    else:
+        rows = rows_from_records(records, now, Record)
+        _check_numbering(given.get("base_offset", 0), len(rows))
+        rows.number(given.get("base_offset", 0))
+        runs = [_Run(0, len(rows), **_fixed_attributes(given))] if len(rows) else []
+    parts = []
+    for run in runs:
+        if magic == 2:
+            attributes = (0x08 if run.timestamp_type == 1 else 0) | (0x10 if run.transactional
+                                                                     else 0)
+            parts.append(encode_v2(rows, run.start, run.stop, codec=codec,
+                                   level=compression_level, attributes=attributes,
+                                   producer_id=run.producer_id,
+                                   producer_epoch=run.producer_epoch,
+                                   base_sequence=run.base_sequence,
+                                   partition_leader_epoch=run.partition_leader_epoch,
+                                   max_batch_bytes=max_batch_bytes))
+        else:
+            parts.append(encode_legacy(rows, run.start, run.stop, magic=magic, codec=codec,
+                                       level=compression_level,
+                                       timestamp_type=run.timestamp_type,
+                                       max_batch_bytes=max_batch_bytes))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def encode_control(kind, *, producer_id, producer_epoch, offset, coordinator_epoch=0,

@@ -295,6 +295,24 @@ def test_kept_memory_stays_within_its_limit_and_a_lower_one_frees_the_rest(
     assert kcodec.kept_memory_limit() == 0
 
 
+def test_encode_takes_its_working_memory_from_the_kept_pool_and_gives_it_back(
+        restored_kept_memory_limit):
+    """An encode's per-row arrays are as big as a decode's columns: taken
+    from the pool and given back, their pages are not faulted in again."""
+    from kcodec._core.columns import kept_memory_bytes
+    table = kcodec.decode(kcodec.encode([(None, b"v" * 10, i) for i in range(50_000)]))
+    kcodec.kept_memory_limit(0)
+    kcodec.kept_memory_limit(64 << 20)
+    first = kcodec.encode(table)
+    pooled = kept_memory_bytes()
+    assert pooled >= 50_000 * 48                # a row's pointers, lengths, offset and time
+    assert kcodec.encode(table) == first
+    assert kept_memory_bytes() == pooled        # the same blocks, taken and given back
+    kcodec.kept_memory_limit(0)
+    assert kcodec.encode(table) == first
+    assert kept_memory_bytes() == 0
+
+
 def test_a_column_using_little_of_a_kept_block_leaves_the_block_to_the_pool(
         restored_kept_memory_limit):
     """A decode's room for a column can be far above what it uses (1-byte
@@ -319,12 +337,134 @@ def test_a_column_using_little_of_a_kept_block_leaves_the_block_to_the_pool(
 # ------------------------------------------------------------ encode(table)
 
 def test_encode_decode_round_trip_is_byte_identical():
-    data = kcodec.encode(RECORDS, base_offset=0, max_batch_bytes=300)
+    data = kcodec.encode(RECORDS, base_offset=5, max_batch_bytes=300)
     table = kcodec.decode(data)
     assert kcodec.encode(table, max_batch_bytes=300) == data
     for codec in ("gzip", "snappy", "lz4", "zstd"):
         again = kcodec.decode(kcodec.encode(table, compression=codec))
         assert again.equals(table)
+
+
+def magic_of(data):
+    magics = {batch.magic for batch in kcodec.read_batches(data, verify_crc=False)}
+    assert len(magics) <= 1
+    return max(magics, default=2)
+
+
+def test_encode_of_decode_round_trips_the_fixtures(fixture_record_sets):
+    """Every fixture (broker logs with offset gaps, LogAppendTime,
+    transactions, producers, leader epochs) re-encoded from its decoded table
+    in its own magic and every codec of that magic decodes to the same table."""
+    for entry, data in fixture_record_sets:
+        table = kcodec.decode(data, batch_columns=True, verify_crc=False)
+        magic = magic_of(data)
+        codecs = ("none", "gzip", "snappy", "lz4") + (("zstd",) if magic == 2 else ())
+        for codec in codecs:
+            again = kcodec.encode(table, magic=magic, compression=codec)
+            assert kcodec.decode(again, batch_columns=True).equals(table), (entry["bin"], codec)
+
+
+def table_of_batches(*parts, **options):
+    return kcodec.decode(b"".join(kcodec.encode(records, **kw) for records, kw in parts),
+                         batch_columns=True, **options)
+
+
+def batch_fields(data):
+    return [(b.base_offset, b.last_offset, b.count, b.timestamp_type, b.producer_id,
+             b.producer_epoch, b.base_sequence, b.is_transactional, b.partition_leader_epoch)
+            for b in kcodec.read_batches(data)]
+
+
+def test_encode_breaks_batches_where_the_columns_change():
+    table = table_of_batches(
+        (RECORDS[:3], dict(base_offset=0, producer_id=7, producer_epoch=2, base_sequence=5,
+                           transactional=True)),
+        (RECORDS[3:5], dict(base_offset=3, producer_id=7, producer_epoch=2, base_sequence=8,
+                            transactional=True)),                    # continues the first
+        (RECORDS[5:7], dict(base_offset=9, producer_id=7, producer_epoch=2, base_sequence=9)),
+        (RECORDS[7:9], dict(base_offset=11, producer_id=8, base_sequence=INT32_MAX - 1,
+                            partition_leader_epoch=4)),
+        (RECORDS[9:11], dict(base_offset=13, producer_id=8, base_sequence=0,
+                             partition_leader_epoch=4)),             # wrapped: continues
+        (RECORDS[11:13], dict(base_offset=15, timestamp_type="LogAppendTime")),
+        (RECORDS[13:15], dict(base_offset=17, timestamp_type="LogAppendTime")),
+        (RECORDS[15:17], dict(base_offset=19)))
+    data = kcodec.encode(table)
+    lat_0, lat_1 = (b.max_timestamp for b in kcodec.read_batches(data)
+                    if b.timestamp_type == "LogAppendTime")
+    assert lat_0 != lat_1
+    assert batch_fields(data) == [
+        (0, 4, 5, "CreateTime", 7, 2, 5, True, -1),
+        (9, 10, 2, "CreateTime", 7, 2, 9, False, -1),      # the transaction ended
+        (11, 14, 4, "CreateTime", 8, -1, INT32_MAX - 1, False, 4),
+        (15, 16, 2, "LogAppendTime", -1, -1, -1, False, -1),
+        (17, 18, 2, "LogAppendTime", -1, -1, -1, False, -1),   # another append time
+        (19, 20, 2, "CreateTime", -1, -1, -1, False, -1)]
+    assert kcodec.decode(data, batch_columns=True).equals(table)
+
+
+INT32_MAX = (1 << 31) - 1
+
+
+@pytest.mark.parametrize("magic,codec", [(0, "none"), (0, "gzip"), (1, "none"), (1, "lz4"),
+                                         (2, "none"), (2, "zstd")])
+def test_encode_keeps_offset_gaps_a_compacted_log_has(magic, codec):
+    offsets = [5, 7, 8, 40, 41, 5_000_000_000, 5_000_000_001]
+    table = pa.table({"value": pa.array([b"v%d" % o for o in offsets]),
+                      "offset": pa.array(offsets, pa.int64()),
+                      "timestamp": pa.array(range(len(offsets)), pa.timestamp("ms", "UTC"))})
+    data = kcodec.encode(table, magic=magic, compression=codec)
+    assert [r.offset for r in kcodec.read_records(data)] == offsets
+    if magic == 2:
+        # a batch's offset deltas are int32: the gap past 2**31 starts another
+        assert [(b.base_offset, b.last_offset, b.count) for b in kcodec.read_batches(data)] == [
+            (5, 41, 5), (5_000_000_000, 5_000_000_001, 2)]
+    renumbered = kcodec.encode(table, magic=magic, compression=codec, base_offset=100)
+    assert [r.offset for r in kcodec.read_records(renumbered)] == list(range(100, 107))
+
+
+def test_encode_keywords_override_the_columns():
+    table = table_of_batches((RECORDS[:4], dict(base_offset=30, producer_id=7, producer_epoch=2,
+                                                base_sequence=5, transactional=True,
+                                                timestamp_type="LogAppendTime")))
+    data = kcodec.encode(table, base_offset=0, producer_id=-1, producer_epoch=-1,
+                         base_sequence=-1, transactional=False, timestamp_type="CreateTime",
+                         partition_leader_epoch=3)
+    assert batch_fields(data) == [(0, 3, 4, "CreateTime", -1, -1, -1, False, 3)]
+
+
+def test_offsets_that_do_not_increase_start_another_batch():
+    # Clients build produce record sets whose batches each start at 0.
+    table = kcodec.decode(kcodec.encode([r[:3] for r in RECORDS[:3]]))
+    twice = pa.concat_tables([table, table])
+    for magic, codec in ((2, "none"), (2, "lz4"), (1, "gzip"), (0, "none")):
+        data = kcodec.encode(twice, magic=magic, compression=codec)
+        assert [r.offset for r in kcodec.read_records(data)] == [0, 1, 2, 0, 1, 2]
+    assert batch_fields(kcodec.encode(twice))[1][:3] == (0, 2, 3)
+    assert [r.offset for r in kcodec.read_records(kcodec.encode(twice, base_offset=0))] == \
+        list(range(6))
+
+
+def test_encode_rejects_offsets_and_timestamp_types_kafka_cannot_hold():
+    with pytest.raises(ValueError, match="'offset' may not hold nulls"):
+        kcodec.encode(pa.table({"value": [b"a"], "offset": pa.array([None], pa.int64())}))
+    with pytest.raises(ValueError, match="-1 is negative"):
+        kcodec.encode(pa.table({"value": [b"a", b"b"], "offset": pa.array([3, -1], pa.int64())}))
+    with pytest.raises(ValueError, match="timestampType"):
+        kcodec.encode(pa.table({"value": [b"a"], "timestampType": pa.array([2], pa.int32())}))
+    with pytest.raises(ValueError, match="'producerId' may not hold nulls"):
+        kcodec.encode(pa.table({"value": [b"a"], "producerId": pa.array([None], pa.int64())}))
+
+
+def test_magic_0_rows_keep_no_timestamp_in_newer_magics():
+    """A magic-0 record has no timestamp; written as magic 1 or 2 it gets
+    Kafka's NO_TIMESTAMP (-1), as a broker up-converting it writes it, not
+    the time of encoding."""
+    table = kcodec.decode(kcodec.encode([r[:2] for r in RECORDS[:3]], magic=0))
+    assert table.column("timestamp").null_count == 3
+    for magic in (1, 2):
+        records = list(kcodec.read_records(kcodec.encode(table, magic=magic)))
+        assert [(r.timestamp, r.timestamp_type) for r in records] == [(-1, "CreateTime")] * 3
 
 
 def varied_records(n, seed):
@@ -385,7 +525,7 @@ def test_encode_table_writes_the_bytes_of_encode_records(compression, max_batch_
     exact = exact.set_column(1, "value", exact_size(built.column("value").chunk(0)))
     for table, start in ((decoded, 0), (built, 0), (decoded.slice(1), 1),
                          (built.slice(3, 200), 3), (exact, 0), (exact.slice(5), 5)):
-        assert kcodec.encode(table, compression=compression,
+        assert kcodec.encode(table, compression=compression, base_offset=0,
                              max_batch_bytes=max_batch_bytes) == \
             kcodec.encode(records[start:start + len(table)], compression=compression,
                           max_batch_bytes=max_batch_bytes)

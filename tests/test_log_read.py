@@ -313,6 +313,18 @@ def test_write_log_from_tables_assigns_offsets(tmp_path):
     assert {b.compression for b in log.read_batches()} == {"lz4"}
 
 
+def test_write_log_keeps_a_tables_offsets(tmp_path):
+    # A compacted partition's table, written back: its gaps stay, so offsets
+    # a consumer committed still name the same records.
+    offsets = [3, 4, 9, 10, 11, 250]
+    table = pa.table({"value": pa.array([b"v%d" % o for o in offsets]),
+                      "offset": pa.array(offsets, pa.int64())})
+    write_log(tmp_path / "t-6", [table, table.drop_columns(["offset"])])
+    log = PartitionLog(tmp_path / "t-6")
+    assert [r.offset for r in log.read_records()] == offsets + list(range(251, 257))
+    assert log.decode().column("value").to_pylist() == table.column("value").to_pylist() * 2
+
+
 def test_write_log_moves_v2_batches_to_the_log_end_but_keeps_gaps(tmp_path):
     first = kcodec.encode([(None, b"a")] * 3)                    # offsets 0..2
     again = kcodec.encode([(None, b"b")] * 2)                    # also at 0: moved to 3

@@ -764,6 +764,30 @@ def test_kcodec_encode_read_by_peers(magic, codec, ts_type, producer, split):
     assert [kc_view(r) for r in kcodec.read_records(data)] == peer_records("kafka-python", data)
 
 
+@pytest.mark.parametrize("magic,codec", [(m, c) for m in (0, 1, 2)
+                                         for c in (V2_CODECS if m == 2 else LEGACY_CODECS)])
+def test_kcodec_encode_of_a_table_read_by_peers(magic, codec):
+    """A table's offsets (gaps of a compacted log, a batch that starts again
+    at 0) and timestamp types, as kcodec.encode writes them from its columns,
+    are what the peers read."""
+    import pyarrow as pa
+    offsets = [5, 7, 8, 40, 41, 3_000_000_000, 3_000_000_002, 0, 1]
+    types = [0, 0, 1, 1, 1, 0, 0, 1, 1] if magic else [-1] * len(offsets)
+    table = pa.table({
+        "key": pa.array([None if o % 3 else b"k%d" % o for o in offsets]),
+        "value": pa.array([b"value-%d" % o for o in offsets]),
+        "offset": pa.array(offsets, pa.int64()),
+        "timestamp": pa.array([None if t < 0 else 1_700_000_000_000 + o % 1000
+                               for o, t in zip(offsets, types)], pa.timestamp("ms", "UTC")),
+        "timestampType": pa.array(types, pa.int32())})
+    data = kcodec.encode(table, magic=magic, compression=codec)
+    ours = [kc_view(r) for r in kcodec.read_records(data)]
+    assert [r[0] for r in ours] == offsets
+    assert [r[2] for r in ours] == types
+    for reader in readers_for(magic, codec):
+        assert peer_records(reader, data) == ours, reader
+
+
 def test_kcodec_lz4_magic0_read_by_kafka_python_not_aiokafka():
     records = make_records(6, seed=9, magic=0)
     data = kcodec.encode(records, magic=0, compression="lz4", base_offset=70)

@@ -2,13 +2,12 @@
 # in compressed wrappers. Layouts as in records.pyx.
 #
 # Records reach the writers as Rows: pointers and lengths of each key, value and
-# header, plus a timestamp. Rows are filled from Python records (rows_from_records,
+# header, plus an offset and a timestamp. Rows are filled from Python records (rows_from_records,
 # pointing into the bytes objects, which the caller keeps alive) or straight from
 # Arrow buffers (rows_from_arrow), so each wire layout is written by one function.
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.mem cimport PyMem_Malloc, PyMem_Free
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t, INT32_MAX
 from libc.string cimport memcpy
 
 from kcodec._core.wire cimport *
@@ -19,7 +18,8 @@ from kcodec import compression as _compression
 cdef object _compress = _compression.compress
 cdef tuple NO_HEADERS = ()
 
-from kcodec._core.records cimport LOG_OVERHEAD, V2_HEADER
+from kcodec._core.records cimport LOG_OVERHEAD, V2_HEADER, seq_add
+from kcodec._core.columns cimport take_memory, give_back
 
 cdef enum:
     LEGACY_V0_OVERHEAD = 14      # crc, magic, attributes, key length, value length
@@ -36,6 +36,7 @@ cdef struct Blob:
 cdef struct Row:
     Blob key
     Blob value
+    int64_t offset
     int64_t timestamp
     Py_ssize_t first_header      # index into Rows.headers (two Blobs a header)
     int32_t n_headers
@@ -46,6 +47,7 @@ cdef struct Row:
 cdef class Rows:
     cdef Row* rows
     cdef Blob* headers
+    cdef size_t rows_capacity, headers_capacity     # bytes, from the kept-memory pool
     cdef Py_ssize_t n
     cdef list keep               # the objects the pointers point into
     # How far past a key, value, header key or header value its copy may read:
@@ -53,16 +55,25 @@ cdef class Rows:
     cdef const uint8_t* readable[4]
 
     def __dealloc__(self):
-        PyMem_Free(self.rows)
-        PyMem_Free(self.headers)
+        if self.rows != NULL:
+            give_back(self.rows, self.rows_capacity)
+        if self.headers != NULL:
+            give_back(self.headers, self.headers_capacity)
 
     def __len__(self):
         return self.n
 
+    def number(self, int64_t base_offset):
+        """Offsets base_offset, base_offset + 1, ... (the caller checks they fit)."""
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            self.rows[i].offset = base_offset + i
+
     cdef allocate(self, Py_ssize_t n, Py_ssize_t n_headers):
         self.n = n
-        self.rows = <Row*>PyMem_Malloc(max(n, 1) * sizeof(Row))
-        self.headers = <Blob*>PyMem_Malloc(max(2 * n_headers, 1) * sizeof(Blob))
+        self.rows = <Row*>take_memory(max(n, 1) * sizeof(Row), &self.rows_capacity)
+        self.headers = <Blob*>take_memory(max(2 * n_headers, 1) * sizeof(Blob),
+                                          &self.headers_capacity)
         if self.rows == NULL or self.headers == NULL:
             raise MemoryError()
 
@@ -223,15 +234,21 @@ cdef binary_column(_Buffers keep, array, BinaryColumn* c, str name):
     c.start = array.offset
 
 
-def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n):
+@cython.boundscheck(False)        # the arrays' lengths are checked first
+@cython.wraparound(False)
+def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n, offsets,
+                    int64_t base_offset):
     """Rows from Arrow arrays (key/value binary or string, headers
-    list<struct<key, value>>, any of them None) and an int64 numpy array of
-    timestamps; no Python object per record."""
+    list<struct<key, value>>, any of them None) and int64 numpy arrays of
+    timestamps and offsets (None: base_offset, base_offset + 1, ...); no
+    Python object per record."""
     import pyarrow as pa
     cdef _Buffers keep = _Buffers()
     cdef Rows rows = Rows.__new__(Rows)
     cdef BinaryColumn k, v, hk, hv
     cdef const int64_t[::1] ts = timestamps
+    cdef const int64_t[::1] offset = offsets
+    cdef bint numbered = offsets is None
     cdef const int32_t* list_offsets = NULL
     cdef const uint8_t* list_validity = NULL
     cdef Py_ssize_t list_start = 0, n_headers = 0, i, j, first, last, h = 0
@@ -241,6 +258,8 @@ def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n):
         binary_column(keep, key, &k, "key")
     if value is None:
         raise ValueError("a table to encode needs a 'value' column")
+    if ts.shape[0] != n or (not numbered and offset.shape[0] != n):
+        raise ValueError(f"timestamps or offsets for other than {n} rows")
     binary_column(keep, value, &v, "value")
     if headers is not None:
         if not pa.types.is_list(headers.type):
@@ -273,6 +292,7 @@ def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n):
                 row.key.n = -1
             get_blob(&v, i, &row.value)
             row.timestamp = ts[i]
+            row.offset = base_offset + i if numbered else offset[i]
             row.first_header = h
             row.n_headers = 0
             if list_offsets != NULL and is_valid(list_validity, i + list_start):
@@ -284,6 +304,80 @@ def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n):
                     get_blob(&hv, j, &rows.headers[2 * h + 1])
                     h += 1
     return rows
+
+
+def batch_starts(Py_ssize_t n, offsets, timestamps, timestamp_types, sequences, list attributes):
+    """The rows of n that must start a batch (the first always): one whose
+    offset does not increase (offsets: int64, or None for consecutive ones);
+    one whose timestamp type (int32: -1, 0 or 1; or None) turns to or from
+    LogAppendTime (1), or a LogAppendTime one whose timestamp (int64) differs;
+    one whose sequence (int32, or None) does not follow the one before by
+    their offsets' step; one where any of `attributes` (int64) changes."""
+    for array in [offsets, timestamps, timestamp_types, sequences] + attributes:
+        if array is not None and len(array) != n:
+            raise ValueError(f"an array of {len(array)} for {n} rows")
+    if n == 0:
+        return []
+    cdef const int64_t[::1] offsets_view = offsets
+    cdef const int64_t[::1] timestamps_view = timestamps
+    cdef const int32_t[::1] types_view = timestamp_types
+    cdef const int32_t[::1] sequences_view = sequences
+    cdef const int64_t[::1] values_view
+    cdef const int64_t* off = NULL if offsets is None else &offsets_view[0]
+    cdef const int64_t* ts = &timestamps_view[0]
+    cdef const int32_t* types = NULL if timestamp_types is None else &types_view[0]
+    cdef const int32_t* seq = NULL if sequences is None else &sequences_view[0]
+    cdef const int64_t* values
+    cdef Py_ssize_t i, breaks = 0, bad = 0
+    cdef int64_t step = 1, follows
+    cdef uint8_t* changed
+    cdef bytearray changes
+    # Counted first, without stores: most tables have no break at all.
+    with nogil:
+        if off != NULL:
+            bad = off[0] < 0
+            for i in range(1, n):
+                bad += off[i] < 0
+                breaks += off[i] <= off[i - 1]
+        if types != NULL:
+            bad += (types[0] < -1) | (types[0] > 1)
+            for i in range(1, n):
+                bad += (types[i] < -1) | (types[i] > 1)
+                breaks += ((types[i] == 1) != (types[i - 1] == 1)) | (
+                    (types[i] == 1) & (ts[i] != ts[i - 1]))
+    if bad:
+        for i in range(n):
+            if off != NULL and off[i] < 0:
+                raise ValueError(f"offset {off[i]} is negative (row {i})")
+            if types != NULL and not -1 <= types[i] <= 1:
+                raise ValueError(f"timestampType {types[i]} is none of -1, 0 (CreateTime) "
+                                 f"or 1 (LogAppendTime) (row {i})")
+    if not breaks and seq == NULL and not attributes:
+        return [0]
+    changes = bytearray(n)
+    changed = <uint8_t*>changes
+    changed[0] = 1
+    with nogil:
+        if off != NULL:
+            for i in range(1, n):
+                changed[i] |= off[i] <= off[i - 1]
+        if types != NULL:
+            for i in range(1, n):
+                changed[i] |= ((types[i] == 1) != (types[i - 1] == 1)
+                               or (types[i] == 1 and ts[i] != ts[i - 1]))
+        if seq != NULL:
+            for i in range(1, n):
+                if off != NULL:
+                    step = off[i] - off[i - 1]
+                follows = -1 if seq[i - 1] < 0 else (seq[i - 1] + step) % (<int64_t>INT32_MAX + 1)
+                changed[i] |= seq[i] != follows
+    for column in attributes:
+        values_view = column
+        values = &values_view[0]
+        with nogil:
+            for i in range(1, n):
+                changed[i] |= values[i] != values[i - 1]
+    return [i for i in range(n) if changed[i]]
 
 
 # ------------------------------------------------------------------- v2 batches
@@ -326,7 +420,7 @@ cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, int64_
         p[0] = 0
         p += 1
         p = write_varlong(p, row.timestamp - base_ts)
-        p = write_varlong(p, i - start)
+        p = write_varlong(p, row.offset - rows.rows[start].offset)
         p = write_blob(p, end, &row.key, rows.readable[0])
         p = write_blob(p, end, &row.value, rows.readable[1])
         p = write_varlong(p, row.n_headers)
@@ -336,18 +430,24 @@ cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, int64_
     return p
 
 
-cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t max_batch_bytes,
-                            Py_ssize_t* size, int64_t* max_ts) noexcept nogil:
-    """Where the batch starting at `start` ends: records while the batch stays
-    within max_batch_bytes (at least one). Sizes each record's body."""
+cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
+                            Py_ssize_t max_batch_bytes, Py_ssize_t* size,
+                            int64_t* max_ts) noexcept nogil:
+    """Where the batch starting at `start` ends (at most at `end`): records
+    while the batch stays within max_batch_bytes (at least one) and their offset
+    deltas fit an int32. Sizes each record's body."""
     cdef Py_ssize_t stop = start, rec
     cdef int64_t base_ts = rows.rows[start].timestamp
+    cdef int64_t offset_delta
     cdef Row* row
     size[0] = 0
     max_ts[0] = base_ts
-    while stop < rows.n:
+    while stop < end:
         row = &rows.rows[stop]
-        row.body = body_size(rows, row, row.timestamp - base_ts, stop - start)
+        offset_delta = row.offset - rows.rows[start].offset
+        if offset_delta > INT32_MAX:
+            break
+        row.body = body_size(rows, row, row.timestamp - base_ts, offset_delta)
         rec = varlong_size(row.body) + row.body
         if stop > start and V2_HEADER + size[0] + rec > max_batch_bytes:
             break
@@ -359,7 +459,7 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t max_batch_by
 
 
 cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int64_t base_offset,
-                          int attributes, int64_t base_ts, int64_t max_ts, int64_t producer_id,
+                          int32_t last_offset_delta, int attributes, int64_t base_ts, int64_t max_ts, int64_t producer_id,
                           int16_t producer_epoch, int32_t base_sequence,
                           int32_t partition_leader_epoch) noexcept:
     """The 61-byte header in front of records_len bytes of records, CRC included."""
@@ -368,7 +468,7 @@ cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int
     store_u32(p + 12, <uint32_t>partition_leader_epoch)
     p[16] = 2
     store_u16(p + 21, <uint16_t>attributes)
-    store_u32(p + 23, <uint32_t>(count - 1))
+    store_u32(p + 23, <uint32_t>last_offset_delta)
     store_u64(p + 27, <uint64_t>base_ts)
     store_u64(p + 35, <uint64_t>max_ts)
     store_u64(p + 43, <uint64_t>producer_id)
@@ -378,21 +478,31 @@ cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int
     store_u32(p + 17, crc32c_of(p + 21, V2_HEADER - 21 + records_len))
 
 
-def encode_v2(Rows rows, *, int64_t base_offset, int codec, level, int attributes,
+cdef struct BatchExtent:
+    Py_ssize_t stop              # the row after its last
+    Py_ssize_t size              # bytes of its records
+    int64_t max_ts
+
+
+def encode_v2(Rows rows, Py_ssize_t first, Py_ssize_t end, *, int codec, level, int attributes,
               int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
               int32_t partition_leader_epoch, Py_ssize_t max_batch_bytes):
-    """Encode rows as v2 batches of at most max_batch_bytes each (before
-    compression; a batch always takes at least one record). Returns bytes."""
-    cdef Py_ssize_t start = 0, stop, size, total = 0, n_batches = 0, b
+    """Encode rows [first, end) as v2 batches of at most max_batch_bytes each
+    (before compression; a batch always takes at least one record), all with
+    these attributes and producer. base_sequence is row `first`'s; a batch's
+    advances with its offset. Returns bytes."""
+    cdef Py_ssize_t start = first, stop, size, total = 0, n_batches = 0, b
     cdef int64_t max_ts
     cdef list parts = []
     cdef bytes out, records
     cdef uint8_t* p
     cdef const uint8_t[::1] compressed
+    if not 0 <= first < end <= rows.n:
+        raise ValueError(f"rows {first}..{end} of {rows.n}")
     attributes |= codec
     if codec:
-        while start < rows.n:
-            stop = split_batch(rows, start, max_batch_bytes, &size, &max_ts)
+        while start < end:
+            stop = split_batch(rows, start, end, max_batch_bytes, &size, &max_ts)
             records = PyBytes_FromStringAndSize(NULL, size)
             p = <uint8_t*>PyBytes_AS_STRING(records)
             write_records(rows, start, stop, rows.rows[start].timestamp, p, p + size)
@@ -402,53 +512,61 @@ def encode_v2(Rows rows, *, int64_t base_offset, int codec, level, int attribute
             p = <uint8_t*>PyBytes_AS_STRING(out)
             if size:
                 memcpy(p + V2_HEADER, &compressed[0], size)
-            write_v2_header(p, size, <int32_t>(stop - start), base_offset + start, attributes,
-                            rows.rows[start].timestamp, max_ts, producer_id, producer_epoch,
-                            sequence_at(base_sequence, start), partition_leader_epoch)
+            write_batch_header(rows, first, start, stop, p, size, attributes, max_ts, producer_id,
+                               producer_epoch, base_sequence, partition_leader_epoch)
             parts.append(out)
             start = stop
         return parts[0] if len(parts) == 1 else b"".join(parts)
     # Uncompressed: find every batch's extent first, then write all of them
     # into one buffer of the final size.
-    cdef Py_ssize_t* stops = <Py_ssize_t*>PyMem_Malloc(max(rows.n, 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* sizes = <Py_ssize_t*>PyMem_Malloc(max(rows.n, 1) * sizeof(Py_ssize_t))
-    cdef int64_t* max_tss = <int64_t*>PyMem_Malloc(max(rows.n, 1) * sizeof(int64_t))
+    cdef size_t capacity
+    cdef BatchExtent* batches = <BatchExtent*>take_memory((end - first) * sizeof(BatchExtent),
+                                                          &capacity)
+    cdef BatchExtent* batch
     try:
-        if stops == NULL or sizes == NULL or max_tss == NULL:
+        if batches == NULL:
             raise MemoryError()
         with nogil:
-            while start < rows.n:
-                stops[n_batches] = split_batch(rows, start, max_batch_bytes, &sizes[n_batches],
-                                               &max_tss[n_batches])
-                total += V2_HEADER + sizes[n_batches]
-                start = stops[n_batches]
+            while start < end:
+                batch = &batches[n_batches]
+                batch.stop = split_batch(rows, start, end, max_batch_bytes, &batch.size,
+                                         &batch.max_ts)
+                total += V2_HEADER + batch.size
+                start = batch.stop
                 n_batches += 1
         out = PyBytes_FromStringAndSize(NULL, total)
         p = <uint8_t*>PyBytes_AS_STRING(out)
-        start = 0
+        start = first
         # Each batch's records are written before its header, which covers
         # the bytes they may overwrite past their end.
         for b in range(n_batches):
-            write_records(rows, start, stops[b], rows.rows[start].timestamp, p + V2_HEADER,
+            batch = &batches[b]
+            write_records(rows, start, batch.stop, rows.rows[start].timestamp, p + V2_HEADER,
                           <uint8_t*>PyBytes_AS_STRING(out) + total)
-            write_v2_header(p, sizes[b], <int32_t>(stops[b] - start), base_offset + start,
-                            attributes, rows.rows[start].timestamp, max_tss[b], producer_id,
-                            producer_epoch, sequence_at(base_sequence, start),
-                            partition_leader_epoch)
-            p += V2_HEADER + sizes[b]
-            start = stops[b]
+            write_batch_header(rows, first, start, batch.stop, p, batch.size, attributes,
+                               batch.max_ts, producer_id, producer_epoch, base_sequence,
+                               partition_leader_epoch)
+            p += V2_HEADER + batch.size
+            start = batch.stop
         return out
     finally:
-        PyMem_Free(stops)
-        PyMem_Free(sizes)
-        PyMem_Free(max_tss)
+        if batches != NULL:
+            give_back(batches, capacity)
 
 
-cdef inline int32_t sequence_at(int32_t base_sequence, Py_ssize_t delta) noexcept:
-    # Producer sequences wrap from INT32_MAX back to 0.
-    if base_sequence < 0:
-        return base_sequence
-    return <int32_t>((<int64_t>base_sequence + delta) % (<int64_t>0x7FFFFFFF + 1))
+cdef void write_batch_header(Rows rows, Py_ssize_t first, Py_ssize_t start, Py_ssize_t stop,
+                             uint8_t* p, Py_ssize_t records_len, int attributes, int64_t max_ts,
+                             int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
+                             int32_t partition_leader_epoch) noexcept:
+    """The header of the batch of rows [start, stop), in a run of batches
+    from row `first` whose sequence is base_sequence."""
+    cdef int64_t base_offset = rows.rows[start].offset
+    cdef int64_t run_delta = base_offset - rows.rows[first].offset
+    write_v2_header(p, records_len, <int32_t>(stop - start), base_offset,
+                    <int32_t>(rows.rows[stop - 1].offset - base_offset), attributes,
+                    rows.rows[start].timestamp, max_ts, producer_id, producer_epoch,
+                    seq_add(base_sequence, <int32_t>(run_delta % (<int64_t>INT32_MAX + 1))),
+                    partition_leader_epoch)
 
 
 def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, int64_t offset,
@@ -466,10 +584,11 @@ def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, 
     rows.rows[0].key.n = 4
     rows.rows[0].value.p = value
     rows.rows[0].value.n = 6
+    rows.rows[0].offset = offset
     rows.rows[0].timestamp = timestamp
     rows.rows[0].first_header = 0
     rows.rows[0].n_headers = 0
-    return encode_v2(rows, base_offset=offset, codec=0, level=None, attributes=0x30,
+    return encode_v2(rows, 0, 1, codec=0, level=None, attributes=0x30,
                      producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
                      partition_leader_epoch=partition_leader_epoch, max_batch_bytes=1 << 30)
 
@@ -509,10 +628,9 @@ cdef uint8_t* write_message_entry(uint8_t* p, int64_t offset, int magic, int att
     return q
 
 
-
-
 cdef bytes message_entries(Rows rows, Py_ssize_t start, Py_ssize_t stop, int magic,
-                           int attributes, int64_t first_offset):
+                           int attributes, int64_t offsets_from):
+    """Messages of rows [start, stop), each at its offset less offsets_from."""
     cdef Py_ssize_t i, size = 0
     cdef Row* row
     for i in range(start, stop):
@@ -521,49 +639,51 @@ cdef bytes message_entries(Rows rows, Py_ssize_t start, Py_ssize_t stop, int mag
     cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
     for i in range(start, stop):
         row = &rows.rows[i]
-        p = write_message_entry(p, first_offset + (i - start), magic, attributes,
+        p = write_message_entry(p, row.offset - offsets_from, magic, attributes,
                                 row.timestamp, &row.key, &row.value)
     return out
 
 
-def encode_legacy(Rows rows, *, int magic, int64_t base_offset, int codec, level,
+def encode_legacy(Rows rows, Py_ssize_t first, Py_ssize_t end, *, int magic, int codec, level,
                   int timestamp_type, Py_ssize_t max_batch_bytes):
-    """Encode rows as v0/v1 messages: one entry per record when uncompressed,
-    else wrappers of at most max_batch_bytes of inner entries each."""
-    cdef Py_ssize_t start = 0, stop, size, entry
+    """Encode rows [first, end) as v0/v1 messages: one entry per record when
+    uncompressed, else wrappers of at most max_batch_bytes of inner entries each."""
+    cdef Py_ssize_t start = first, stop, size, entry
     cdef int ts_bit = 0x08 if (magic == 1 and timestamp_type == 1) else 0
     cdef int64_t max_ts
     cdef bytes inner, wrapper, compressed
     cdef Blob null_key, value
     cdef list out = []
     cdef Py_ssize_t i
-    for i in range(rows.n):
+    if not 0 <= first < end <= rows.n:
+        raise ValueError(f"rows {first}..{end} of {rows.n}")
+    for i in range(first, end):
         if rows.rows[i].n_headers:
             raise ValueError(f"magic {magic} messages cannot carry headers")
     if codec == 0:
-        return message_entries(rows, 0, rows.n, magic, ts_bit, base_offset)
+        return message_entries(rows, first, end, magic, ts_bit, 0)
     null_key.p = NULL
     null_key.n = -1
-    while start < rows.n:
+    while start < end:
         stop = start
         size = 0
         max_ts = rows.rows[start].timestamp
-        while stop < rows.n:
+        while stop < end:
             entry = LOG_OVERHEAD + message_size(magic, &rows.rows[stop].key, &rows.rows[stop].value)
             if stop > start and size + entry > max_batch_bytes:
                 break
             size += entry
             max_ts = max(max_ts, rows.rows[stop].timestamp)
             stop += 1
-        # Inner offsets: relative (0..n-1) in magic 1, absolute in magic 0.
+        # Inner offsets: relative to the first in magic 1, absolute in magic 0.
         inner = message_entries(rows, start, stop, magic, 0,
-                                0 if magic == 1 else base_offset + start)
+                                rows.rows[start].offset if magic == 1 else 0)
         compressed = bytes(_compress(codec, inner, level, magic))
         value.p = <const uint8_t*>PyBytes_AS_STRING(compressed)
         value.n = <int32_t>PyBytes_GET_SIZE(compressed)
         wrapper = PyBytes_FromStringAndSize(
             NULL, LOG_OVERHEAD + message_size(magic, &null_key, &value))
-        write_message_entry(<uint8_t*>PyBytes_AS_STRING(wrapper), base_offset + stop - 1, magic,
+        write_message_entry(<uint8_t*>PyBytes_AS_STRING(wrapper), rows.rows[stop - 1].offset, magic,
                             codec | ts_bit, max_ts, &null_key, &value)
         out.append(wrapper)
         start = stop

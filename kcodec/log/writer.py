@@ -101,7 +101,9 @@ class _SegmentWriter:
 def _entries(source, next_offset, encode_options):
     """(bytes of one entry, Batch) for every entry of `source`."""
     if _is_table(source):
-        source = encode(source, base_offset=next_offset(), **encode_options)
+        if "offset" not in source.column_names:
+            encode_options = dict(encode_options, base_offset=next_offset())
+        source = encode(source, **encode_options)
     view = memoryview(source)
     for batch in read_batches(view):
         yield view[batch.position:batch.position + batch.size], batch
@@ -128,10 +130,11 @@ def write_log(directory, batches_or_table, segment_bytes=1 << 30, index_interval
     `encode_options`, e.g. compression="zstd"), and return the paths of the
     .log files written.
 
-    Offsets are kept when they increase; a v2 batch whose base offset is
-    below the log end offset gets the next offset, as a broker assigns it
-    (its CRC does not cover the offset). Legacy entries must already be in
-    order."""
+    Offsets, a table's offset column's too, are kept when they increase; a
+    v2 batch whose base offset is below the log end offset gets the next
+    offset, as a broker assigns it (its CRC does not cover the offset).
+    Legacy entries must already be in order. A table without an offset
+    column is numbered from the log end offset."""
     if not 14 <= segment_bytes <= INT32_MAX:
         raise ValueError(f"segment_bytes must be within 14..{INT32_MAX}")
     if index_interval_bytes < 0:
