@@ -50,6 +50,14 @@ def test_topic_and_partition_from_the_directory_name(log):
         parse_partition_dir("/x/no_partition")
 
 
+def test_a_partition_directory_named_relatively(log, monkeypatch):
+    monkeypatch.chdir(log.directory)
+    for name in (".", "./", "../" + os.path.basename(log.directory) + "/."):
+        here = PartitionLog(name)
+        assert (here.topic, here.partition) == (log.topic, log.partition)
+        assert here.decode().equals(log.decode())
+
+
 def expected_layout(history, segment_bytes, interval):
     """The broker's append rules replayed over the appended batches' sizes:
     (base offset, [(relative offset, position)], [(timestamp, relative offset)])."""
@@ -488,6 +496,43 @@ def test_a_partial_entry_in_a_closed_segment_is_corruption(tmp_path, read):
     with pytest.raises(kcodec.CorruptRecordError) as raised:
         read(log)
     assert raised.value.source == path
+
+
+@pytest.mark.invalid_input
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+@pytest.mark.parametrize("seek", [False, True])
+def test_an_error_in_a_batchs_records_names_the_file_and_its_byte(tmp_path, codec, seek):
+    """read_records fails where decode does: the segment file, the byte in
+    it, the offset; a seek through the index changes none of them."""
+    directory = str(tmp_path / "t-0")
+    records = [(b"k%d" % i, b"v" * 50, 1000 + i, None) for i in range(100)]
+    paths = write_log(directory, [kcodec.encode(records[i:i + 10], base_offset=i,
+                                                compression=("none", "gzip")[i // 10 % 2])
+                                  for i in range(0, 100, 10)],
+                      segment_bytes=1500, index_interval_bytes=0)
+    path = paths[1]
+    raw = bytearray(open(path, "rb").read())
+    batch = next(b for b in kcodec.read_batches(bytes(raw)) if b.compression == codec)
+    assert batch.position > 0 or codec == "gzip"
+    if codec == "none":
+        raw[batch.position + 61] = 0x01                     # the first record's length: -1
+    else:
+        raw[batch.position + 61:batch.position + batch.size] = b"\xff" * (batch.size - 61)
+    open(path, "wb").write(raw)
+    log = PartitionLog(directory, verify_crc=False)
+    start_offset = batch.base_offset + 5 if seek else None
+    errors = []
+    for read in (lambda: list(log.read_records(start_offset=start_offset)),
+                 lambda: log.decode(start_offset=start_offset)):
+        with pytest.raises(kcodec.KafkaFormatError) as raised:
+            read()
+        errors.append(raised.value)
+    from_records, from_decode = errors
+    assert type(from_records) is type(from_decode)
+    assert from_records.source == from_decode.source == path
+    assert from_records.offset == from_decode.offset == batch.base_offset
+    assert from_records.position == from_decode.position
+    assert batch.position <= from_records.position < batch.position + batch.size
 
 
 def test_an_abort_ending_no_transaction_with_data_is_not_indexed(tmp_path):

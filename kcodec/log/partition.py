@@ -47,10 +47,21 @@ def is_live_partition_dir(name):
 
 def parse_partition_dir(name):
     """(topic, partition) of a directory name like "orders-3"; topics may hold dashes."""
-    found = PARTITION_DIR.match(os.path.basename(os.path.normpath(str(name))))
+    found = PARTITION_DIR.match(os.path.basename(os.path.abspath(str(name))))
     if not found:
         raise ValueError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
     return found["topic"], int(found["partition"])
+
+
+def _located_records(records, where):
+    """`records`, an error in a batch's records naming the file and its byte
+    in it (errors in the framing already do)."""
+    try:
+        yield from records
+    except KafkaFormatError as exc:
+        if exc.source is not None or not where:
+            raise
+        raise located(exc, where["file"], where["base"]) from None
 
 
 class PartitionLog:
@@ -206,19 +217,25 @@ class PartitionLog:
         """The batches holding offsets in [start_offset, end_offset), in log
         order, headers only (nothing decompressed until iterated). A Batch's
         `position` is relative to where the read started in its segment."""
+        return self._read_batches(start_offset, end_offset, isolation, {})
+
+    def _read_batches(self, start_offset, end_offset, isolation, where):
         end_offset = self._committed_end(isolation, end_offset)
-        batches = self._batches(start_offset, end_offset)
+        batches = self._batches(start_offset, end_offset, where)
         if isolation != "read_committed":
             return batches
         return committed(batches, fetch_aborted(self.aborted_transactions(), start_offset or 0))
 
-    def _batches(self, start_offset, end_offset):
+    def _batches(self, start_offset, end_offset, where):
+        """The batches in range; `where` holds the file of the last one
+        yielded and the byte of that file its positions count from."""
         for seg, position in self._ranges(start_offset, end_offset):
-            for _, batch in seg.batches(position, verify_crc=self.verify_crc,
-                                        max_decompressed_bytes=self.max_decompressed_bytes):
+            for at, batch in seg.batches(position, verify_crc=self.verify_crc,
+                                         max_decompressed_bytes=self.max_decompressed_bytes):
                 if end_offset is not None and _starts_at_or_after(batch, end_offset):
                     return
                 if overlaps(batch, start_offset, None):
+                    where["file"], where["base"] = seg.log_path, at - batch.position
                     yield batch
 
     def read_records(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted",
@@ -227,8 +244,10 @@ class PartitionLog:
         with this isolation level sees them (read_committed: up to the last
         stable offset)."""
         end_offset = self._committed_end(isolation, end_offset)
-        batches = self.read_batches(start_offset, end_offset, isolation=isolation)
-        return RecordIterator(batches, include_control, start_offset, end_offset)
+        where = {}
+        batches = self._read_batches(start_offset, end_offset, isolation, where)
+        return _located_records(RecordIterator(batches, include_control, start_offset,
+                                               end_offset), where)
 
     def offset_for_timestamp(self, timestamp):
         """The offset a broker's ListOffsets answers for `timestamp`: in the
