@@ -2,9 +2,10 @@
 # in compressed wrappers. Layouts as in records.pyx.
 #
 # Records reach the writers as Rows: pointers and lengths of each key, value and
-# header, plus an offset and a timestamp. Rows are filled from Python records (rows_from_records,
-# pointing into the bytes objects, which the caller keeps alive) or straight from
-# Arrow buffers (rows_from_arrow), so each wire layout is written by one function.
+# header, plus an offset and a timestamp. Rows are filled from Python records
+# (rows_from_records, pointing into the bytes objects, which the caller keeps
+# alive) or straight from Arrow buffers (rows_from_arrow), so each wire layout
+# is written by one function.
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t, INT32_MAX
@@ -459,9 +460,9 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
 
 
 cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int64_t base_offset,
-                          int32_t last_offset_delta, int attributes, int64_t base_ts, int64_t max_ts, int64_t producer_id,
-                          int16_t producer_epoch, int32_t base_sequence,
-                          int32_t partition_leader_epoch) noexcept:
+                          int32_t last_offset_delta, int attributes, int64_t base_ts,
+                          int64_t max_ts, int64_t producer_id, int16_t producer_epoch,
+                          int32_t base_sequence, int32_t partition_leader_epoch) noexcept:
     """The 61-byte header in front of records_len bytes of records, CRC included."""
     store_u64(p, <uint64_t>base_offset)
     store_u32(p + 8, <uint32_t>(V2_HEADER - LOG_OVERHEAD + records_len))
