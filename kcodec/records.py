@@ -305,9 +305,8 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
     if hasattr(records, "column_names") and hasattr(records, "num_rows"):
         rows, runs = _table_encoding(records, magic, given, now)
     else:
-        rows = rows_from_records(records, now, Record)
+        rows = rows_from_records(records, now, Record, given.get("base_offset", 0))
         _check_numbering(given.get("base_offset", 0), len(rows))
-        rows.number(given.get("base_offset", 0))
         runs = [_Run(0, len(rows), **_fixed_attributes(given))] if len(rows) else []
     parts = []
     for run in runs:

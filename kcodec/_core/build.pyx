@@ -64,12 +64,6 @@ cdef class Rows:
     def __len__(self):
         return self.n
 
-    def number(self, int64_t base_offset):
-        """Offsets base_offset, base_offset + 1, ... (the caller checks they fit)."""
-        cdef Py_ssize_t i
-        for i in range(self.n):
-            self.rows[i].offset = base_offset + i
-
     cdef allocate(self, Py_ssize_t n, Py_ssize_t n_headers):
         self.n = n
         self.rows = <Row*>take_memory(max(n, 1) * sizeof(Row), &self.rows_capacity)
@@ -113,9 +107,10 @@ cdef tuple as_headers(object headers):
     return tuple(out)
 
 
-def rows_from_records(records, int64_t default_timestamp, record_type):
+def rows_from_records(records, int64_t default_timestamp, record_type, int64_t base_offset):
     """Rows from Python records: a `record_type` (kcodec.Record), a (key,
-    value[, timestamp[, headers]]) tuple, or a dict with those names."""
+    value[, timestamp[, headers]]) tuple, or a dict with those names; offsets
+    base_offset, base_offset + 1, ..."""
     cdef list keys = [], values = [], timestamps = [], headers = []
     cdef Py_ssize_t width, i, h = 0, n_headers = 0
     cdef Rows rows = Rows.__new__(Rows)
@@ -153,6 +148,7 @@ def rows_from_records(records, int64_t default_timestamp, record_type):
         row = &rows.rows[i]
         set_blob(&row.key, keys[i])
         set_blob(&row.value, values[i])
+        row.offset = base_offset + i
         row.timestamp = timestamps[i]
         row.first_header = h
         row.n_headers = len(<tuple>headers[i])
@@ -319,66 +315,40 @@ def batch_starts(Py_ssize_t n, offsets, timestamps, timestamp_types, sequences, 
             raise ValueError(f"an array of {len(array)} for {n} rows")
     if n == 0:
         return []
-    cdef const int64_t[::1] offsets_view = offsets
-    cdef const int64_t[::1] timestamps_view = timestamps
-    cdef const int32_t[::1] types_view = timestamp_types
-    cdef const int32_t[::1] sequences_view = sequences
-    cdef const int64_t[::1] values_view
-    cdef const int64_t* off = NULL if offsets is None else &offsets_view[0]
-    cdef const int64_t* ts = &timestamps_view[0]
-    cdef const int32_t* types = NULL if timestamp_types is None else &types_view[0]
-    cdef const int32_t* seq = NULL if sequences is None else &sequences_view[0]
-    cdef const int64_t* values
-    cdef Py_ssize_t i, breaks = 0, bad = 0
-    cdef int64_t step = 1, follows
-    cdef uint8_t* changed
-    cdef bytearray changes
-    # Counted first, without stores: most tables have no break at all.
-    with nogil:
-        if off != NULL:
-            bad = off[0] < 0
-            for i in range(1, n):
-                bad += off[i] < 0
-                breaks += off[i] <= off[i - 1]
-        if types != NULL:
-            bad += (types[0] < -1) | (types[0] > 1)
-            for i in range(1, n):
-                bad += (types[i] < -1) | (types[i] > 1)
-                breaks += ((types[i] == 1) != (types[i - 1] == 1)) | (
-                    (types[i] == 1) & (ts[i] != ts[i - 1]))
-    if bad:
-        for i in range(n):
-            if off != NULL and off[i] < 0:
-                raise ValueError(f"offset {off[i]} is negative (row {i})")
-            if types != NULL and not -1 <= types[i] <= 1:
-                raise ValueError(f"timestampType {types[i]} is none of -1, 0 (CreateTime) "
-                                 f"or 1 (LogAppendTime) (row {i})")
-    if not breaks and seq == NULL and not attributes:
-        return [0]
-    changes = bytearray(n)
-    changed = <uint8_t*>changes
-    changed[0] = 1
-    with nogil:
-        if off != NULL:
-            for i in range(1, n):
-                changed[i] |= off[i] <= off[i - 1]
-        if types != NULL:
-            for i in range(1, n):
-                changed[i] |= ((types[i] == 1) != (types[i - 1] == 1)
-                               or (types[i] == 1 and ts[i] != ts[i - 1]))
-        if seq != NULL:
-            for i in range(1, n):
-                if off != NULL:
-                    step = off[i] - off[i - 1]
-                follows = -1 if seq[i - 1] < 0 else (seq[i - 1] + step) % (<int64_t>INT32_MAX + 1)
-                changed[i] |= seq[i] != follows
+    cdef const int64_t[::1] off = offsets
+    cdef const int64_t[::1] ts = timestamps
+    cdef const int32_t[::1] types = timestamp_types
+    cdef const int32_t[::1] seq = sequences
+    cdef const int64_t[::1] values
+    cdef bint by_offset = offsets is not None, by_type = timestamp_types is not None
+    cdef bint by_sequence = sequences is not None
+    cdef Py_ssize_t i
+    cdef int64_t step = 1
+    cdef bytearray changes = bytearray(n) if attributes else None
+    cdef uint8_t* changed = <uint8_t*>changes if attributes else NULL
     for column in attributes:
-        values_view = column
-        values = &values_view[0]
-        with nogil:
-            for i in range(1, n):
-                changed[i] |= values[i] != values[i - 1]
-    return [i for i in range(n) if changed[i]]
+        values = column
+        for i in range(1, n):
+            changed[i] |= values[i] != values[i - 1]
+    cdef list starts = [0]
+    for i in range(n):
+        if by_offset and off[i] < 0:
+            raise ValueError(f"offset {off[i]} is negative (row {i})")
+        if by_type and not -1 <= types[i] <= 1:
+            raise ValueError(f"timestampType {types[i]} is none of -1, 0 (CreateTime) "
+                             f"or 1 (LogAppendTime) (row {i})")
+        if i == 0:
+            continue
+        if by_offset:
+            step = off[i] - off[i - 1]
+        if (step <= 0
+                or by_type and ((types[i] == 1) != (types[i - 1] == 1)
+                                or types[i] == 1 and ts[i] != ts[i - 1])
+                or by_sequence and seq[i] != (
+                    -1 if seq[i - 1] < 0 else (seq[i - 1] + step) % (<int64_t>INT32_MAX + 1))
+                or changed != NULL and changed[i]):
+            starts.append(i)
+    return starts
 
 
 # ------------------------------------------------------------------- v2 batches

@@ -217,10 +217,11 @@ class PartitionLog:
         """The batches holding offsets in [start_offset, end_offset), in log
         order, headers only (nothing decompressed until iterated). A Batch's
         `position` is relative to where the read started in its segment."""
+        end_offset = self._committed_end(isolation, end_offset)
         return self._read_batches(start_offset, end_offset, isolation, {})
 
     def _read_batches(self, start_offset, end_offset, isolation, where):
-        end_offset = self._committed_end(isolation, end_offset)
+        """read_batches, end_offset already capped for the isolation level."""
         batches = self._batches(start_offset, end_offset, where)
         if isolation != "read_committed":
             return batches

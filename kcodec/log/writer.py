@@ -102,7 +102,7 @@ def _entries(source, next_offset, encode_options):
     """(bytes of one entry, Batch) for every entry of `source`."""
     if _is_table(source):
         if "offset" not in source.column_names:
-            encode_options = dict(encode_options, base_offset=next_offset())
+            encode_options = {"base_offset": next_offset(), **encode_options}
         source = encode(source, **encode_options)
     view = memoryview(source)
     for batch in read_batches(view):
