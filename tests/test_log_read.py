@@ -331,6 +331,10 @@ def test_write_log_keeps_a_tables_offsets(tmp_path):
     log = PartitionLog(tmp_path / "t-6")
     assert [r.offset for r in log.read_records()] == offsets + list(range(251, 257))
     assert log.decode().column("value").to_pylist() == table.column("value").to_pylist() * 2
+    # base_offset, an encode option, numbers a table without offsets from there
+    write_log(tmp_path / "t-7", table.drop_columns(["offset"]), base_offset=1000)
+    assert [r.offset for r in PartitionLog(tmp_path / "t-7").read_records()] == \
+        list(range(1000, 1006))
 
 
 def test_write_log_moves_v2_batches_to_the_log_end_but_keeps_gaps(tmp_path):
