@@ -406,6 +406,52 @@ def test_encode_breaks_batches_where_the_columns_change():
 INT32_MAX = (1 << 31) - 1
 
 
+def breaks_by_the_rules(n, offsets, timestamps, types, sequences, attributes):
+    """Where encode must start a batch, row by row, as the docs state it."""
+    offsets, timestamps, types, sequences = (
+        None if a is None else a.tolist() for a in (offsets, timestamps, types, sequences))
+    attributes = [a.tolist() for a in attributes]
+    starts = [0]
+    for i in range(1, n):
+        step = offsets[i] - offsets[i - 1] if offsets is not None else 1
+        breaks = step <= 0 or any(column[i] != column[i - 1] for column in attributes)
+        if types is not None:
+            breaks |= (types[i] == 1) != (types[i - 1] == 1)
+            breaks |= types[i] == 1 and timestamps[i] != timestamps[i - 1]
+        if sequences is not None:
+            follows = -1 if sequences[i - 1] < 0 else (sequences[i - 1] + step) % (INT32_MAX + 1)
+            breaks |= sequences[i] != follows
+        if breaks:
+            starts.append(i)
+    return starts
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_batch_starts_follows_each_rule(data):
+    import numpy as np
+    from kcodec._core.build import batch_starts
+
+    n = data.draw(st.integers(1, 30))
+
+    def column(values, dtype, maybe=True):
+        if maybe and data.draw(st.booleans()):
+            return None
+        return np.array(data.draw(st.lists(values, min_size=n, max_size=n)), dtype)
+
+    # Few distinct values, so that neighbours often agree.
+    offsets = column(st.integers(0, 9), np.int64)
+    if offsets is not None and data.draw(st.booleans()):
+        offsets = np.cumsum(offsets) + 3            # increasing: only gaps
+    timestamps = column(st.integers(0, 2), np.int64, maybe=False)
+    types = column(st.sampled_from([-1, 0, 1]), np.int32)
+    sequences = column(st.sampled_from([-1, 0, 1, 2, 5, INT32_MAX]), np.int32)
+    attributes = [column(st.integers(0, 1), np.int64, maybe=False)
+                  for _ in range(data.draw(st.integers(0, 4)))]
+    assert batch_starts(n, offsets, timestamps, types, sequences, attributes) == \
+        breaks_by_the_rules(n, offsets, timestamps, types, sequences, attributes)
+
+
 @pytest.mark.parametrize("magic,codec", [(0, "none"), (0, "gzip"), (1, "none"), (1, "lz4"),
                                          (2, "none"), (2, "zstd")])
 def test_encode_keeps_offset_gaps_a_compacted_log_has(magic, codec):

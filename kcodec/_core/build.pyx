@@ -41,7 +41,7 @@ cdef struct Row:
     int64_t timestamp
     Py_ssize_t first_header      # index into Rows.headers (two Blobs a header)
     int32_t n_headers
-    Py_ssize_t body              # v2 record body size, once computed
+    Py_ssize_t fields            # v2 record body size less its timestamp and offset deltas
 
 
 @cython.final
@@ -71,6 +71,20 @@ cdef class Rows:
                                           &self.headers_capacity)
         if self.rows == NULL or self.headers == NULL:
             raise MemoryError()
+
+
+cdef inline Py_ssize_t blob_size(Blob* b) noexcept nogil:
+    return 1 if b.n < 0 else varlong_size(b.n) + b.n
+
+
+cdef inline Py_ssize_t fields_size(Rows rows, Row* row) noexcept nogil:
+    """A v2 record body's bytes but its timestamp and offset deltas, which
+    depend on the batch it lands in: attributes, key, value and headers."""
+    cdef Py_ssize_t h, n = 1 + blob_size(&row.key) + blob_size(&row.value)
+    n += varlong_size(row.n_headers)
+    for h in range(row.first_header, row.first_header + row.n_headers):
+        n += blob_size(&rows.headers[2 * h]) + blob_size(&rows.headers[2 * h + 1])
+    return n
 
 
 cdef inline void set_blob(Blob* b, object value):
@@ -156,6 +170,7 @@ def rows_from_records(records, int64_t default_timestamp, record_type, int64_t b
             set_blob(&rows.headers[2 * h], hk)
             set_blob(&rows.headers[2 * h + 1], hv)
             h += 1
+        row.fields = fields_size(rows, row)
     return rows
 
 
@@ -300,19 +315,76 @@ def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n, offsets,
                     get_blob(&hk, j, &rows.headers[2 * h])
                     get_blob(&hv, j, &rows.headers[2 * h + 1])
                     h += 1
+            row.fields = fields_size(rows, row)
     return rows
 
 
+# batch_starts' rules, one function each: the first row from i (> 0) that
+# breaks the rule with the row before it, or n. Each is a loop without a call,
+# one rule a loop: batches break rarely, and a loop over all the rules at once
+# takes a branch per rule and row.
+
+cdef Py_ssize_t offset_falls(const int64_t* off, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    while i < n and off[i] > off[i - 1]:
+        i += 1
+    return i
+
+
+cdef Py_ssize_t log_append_time_changes(const int32_t* types, const int64_t* ts, Py_ssize_t i,
+                                        Py_ssize_t n) noexcept nogil:
+    """LogAppendTime (type 1) starts or ends, or its timestamp changes: a
+    batch has one timestamp type, and under LogAppendTime one timestamp."""
+    while (i < n and (types[i] == 1) == (types[i - 1] == 1)
+           and (types[i] != 1 or ts[i] == ts[i - 1])):
+        i += 1
+    return i
+
+
+cdef Py_ssize_t sequence_skips(const int32_t* seq, const int64_t* off, Py_ssize_t i,
+                               Py_ssize_t n) noexcept nogil:
+    """A sequence (-1: none) that does not follow the one before by the offset
+    step (off: NULL for consecutive offsets), wrapping at INT32_MAX."""
+    cdef int64_t step = 1
+    while i < n:
+        if off != NULL:
+            step = off[i] - off[i - 1]
+        if seq[i] != (-1 if seq[i - 1] < 0 else (seq[i - 1] + step) % (<int64_t>INT32_MAX + 1)):
+            return i
+        i += 1
+    return n
+
+
+cdef Py_ssize_t value_changes(const int64_t* values, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    while i < n and values[i] == values[i - 1]:
+        i += 1
+    return i
+
+
+cdef enum RuleKind:
+    BY_OFFSET, BY_TYPE, BY_SEQUENCE, BY_ATTRIBUTE
+
+
+cdef struct Rule:
+    RuleKind kind
+    const int64_t* values        # BY_ATTRIBUTE's column
+    Py_ssize_t next              # the rule's first break past the last batch start
+
+
+@cython.boundscheck(False)        # the arrays' lengths are checked first
+@cython.wraparound(False)
 def batch_starts(Py_ssize_t n, offsets, timestamps, timestamp_types, sequences, list attributes):
     """The rows of n that must start a batch (the first always): one whose
     offset does not increase (offsets: int64, or None for consecutive ones);
     one whose timestamp type (int32: -1, 0 or 1; or None) turns to or from
     LogAppendTime (1), or a LogAppendTime one whose timestamp (int64) differs;
     one whose sequence (int32, or None) does not follow the one before by
-    their offsets' step; one where any of `attributes` (int64) changes."""
+    their offsets' step; one where any of `attributes` (int64, at most 4)
+    changes."""
     for array in [offsets, timestamps, timestamp_types, sequences] + attributes:
         if array is not None and len(array) != n:
             raise ValueError(f"an array of {len(array)} for {n} rows")
+    if len(attributes) > 4:
+        raise ValueError("at most 4 attribute columns")
     if n == 0:
         return []
     cdef const int64_t[::1] off = offsets
@@ -320,42 +392,56 @@ def batch_starts(Py_ssize_t n, offsets, timestamps, timestamp_types, sequences, 
     cdef const int32_t[::1] types = timestamp_types
     cdef const int32_t[::1] seq = sequences
     cdef const int64_t[::1] values
-    cdef bint by_offset = offsets is not None, by_type = timestamp_types is not None
-    cdef bint by_sequence = sequences is not None
-    cdef Py_ssize_t i
-    cdef int64_t step = 1
-    cdef bytearray changes = bytearray(n) if attributes else None
-    cdef uint8_t* changed = <uint8_t*>changes if attributes else NULL
+    cdef const int64_t* off_p = &off[0] if offsets is not None else NULL
+    cdef Py_ssize_t i, k, n_rules = 0, start = 0
+    cdef Rule rules[7]
+    cdef Rule* rule
+    if timestamp_types is not None:
+        for i in range(n):
+            if <uint32_t>(types[i] + 1) > 2:         # none of -1, 0 and 1
+                raise ValueError(f"timestampType {types[i]} is none of -1, 0 (CreateTime) "
+                                 f"or 1 (LogAppendTime) (row {i})")
+    for kind, given in ((BY_OFFSET, offsets), (BY_TYPE, timestamp_types),
+                        (BY_SEQUENCE, sequences)):
+        if given is not None:
+            rules[n_rules].kind = kind
+            n_rules += 1
     for column in attributes:
         values = column
-        for i in range(1, n):
-            changed[i] |= values[i] != values[i - 1]
+        rules[n_rules].kind = BY_ATTRIBUTE
+        rules[n_rules].values = &values[0]        # `attributes` keeps the column
+        n_rules += 1
+    for k in range(n_rules):
+        rules[k].next = 0
+    # Each batch starts at the nearest break of any rule; a rule looks for its
+    # next break only once the batches have reached its last.
     cdef list starts = [0]
-    for i in range(n):
-        if by_offset and off[i] < 0:
-            raise ValueError(f"offset {off[i]} is negative (row {i})")
-        if by_type and not -1 <= types[i] <= 1:
-            raise ValueError(f"timestampType {types[i]} is none of -1, 0 (CreateTime) "
-                             f"or 1 (LogAppendTime) (row {i})")
-        if i == 0:
-            continue
-        if by_offset:
-            step = off[i] - off[i - 1]
-        if (step <= 0
-                or by_type and ((types[i] == 1) != (types[i - 1] == 1)
-                                or types[i] == 1 and ts[i] != ts[i - 1])
-                or by_sequence and seq[i] != (
-                    -1 if seq[i - 1] < 0 else (seq[i - 1] + step) % (<int64_t>INT32_MAX + 1))
-                or changed != NULL and changed[i]):
-            starts.append(i)
+    while True:
+        i = n
+        for k in range(n_rules):
+            rule = &rules[k]
+            if rule.next <= start:
+                if rule.kind == BY_OFFSET:
+                    rule.next = offset_falls(off_p, start + 1, n)
+                elif rule.kind == BY_TYPE:
+                    rule.next = log_append_time_changes(&types[0], &ts[0], start + 1, n)
+                elif rule.kind == BY_SEQUENCE:
+                    rule.next = sequence_skips(&seq[0], off_p, start + 1, n)
+                else:
+                    rule.next = value_changes(rule.values, start + 1, n)
+            i = min(i, rule.next)
+        if i >= n:
+            break
+        starts.append(i)
+        start = i
+    if offsets is not None:        # offsets increase within a batch: its first is its least
+        for i in starts:
+            if off[i] < 0:
+                raise ValueError(f"offset {off[i]} is negative (row {i})")
     return starts
 
 
 # ------------------------------------------------------------------- v2 batches
-
-cdef inline Py_ssize_t blob_size(Blob* b) noexcept nogil:
-    return 1 if b.n < 0 else varlong_size(b.n) + b.n
-
 
 cdef inline uint8_t* write_blob(uint8_t* p, const uint8_t* end, Blob* b,
                                 const uint8_t* readable) noexcept nogil:
@@ -370,28 +456,26 @@ cdef inline uint8_t* write_blob(uint8_t* p, const uint8_t* end, Blob* b,
     return p
 
 
-cdef Py_ssize_t body_size(Rows rows, Row* row, int64_t ts_delta, int64_t offset_delta) noexcept nogil:
-    cdef Py_ssize_t n = 1 + varlong_size(ts_delta) + varlong_size(offset_delta)
-    cdef Py_ssize_t h
-    n += blob_size(&row.key) + blob_size(&row.value) + varlong_size(row.n_headers)
-    for h in range(row.first_header, row.first_header + row.n_headers):
-        n += blob_size(&rows.headers[2 * h]) + blob_size(&rows.headers[2 * h + 1])
-    return n
+cdef inline Py_ssize_t body_size(Row* row, int64_t ts_delta, int64_t offset_delta) noexcept nogil:
+    return row.fields + varlong_size(ts_delta) + varlong_size(offset_delta)
 
 
 cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, int64_t base_ts,
                             uint8_t* p, const uint8_t* end) noexcept nogil:
-    """Records [start, stop) of one batch (their bodies sized by split_batch),
+    """Records [start, stop) of one batch, whose first has base_ts,
     in a buffer that ends at `end` (bytes past them may be overwritten)."""
     cdef Py_ssize_t i, h
+    cdef int64_t base_offset = rows.rows[start].offset, ts_delta, offset_delta
     cdef Row* row
     for i in range(start, stop):
         row = &rows.rows[i]
-        p = write_varlong(p, row.body)
+        ts_delta = row.timestamp - base_ts
+        offset_delta = row.offset - base_offset
+        p = write_varlong(p, body_size(row, ts_delta, offset_delta))
         p[0] = 0
         p += 1
-        p = write_varlong(p, row.timestamp - base_ts)
-        p = write_varlong(p, row.offset - rows.rows[start].offset)
+        p = write_varlong(p, ts_delta)
+        p = write_varlong(p, offset_delta)
         p = write_blob(p, end, &row.key, rows.readable[0])
         p = write_blob(p, end, &row.value, rows.readable[1])
         p = write_varlong(p, row.n_headers)
@@ -407,7 +491,7 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
     """Where the batch starting at `start` ends (at most at `end`): records
     while the batch stays within max_batch_bytes (at least one) and their offset
     deltas fit an int32. Sizes each record's body."""
-    cdef Py_ssize_t stop = start, rec
+    cdef Py_ssize_t stop = start, rec, body
     cdef int64_t base_ts = rows.rows[start].timestamp
     cdef int64_t offset_delta
     cdef Row* row
@@ -418,8 +502,8 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
         offset_delta = row.offset - rows.rows[start].offset
         if offset_delta > INT32_MAX:
             break
-        row.body = body_size(rows, row, row.timestamp - base_ts, offset_delta)
-        rec = varlong_size(row.body) + row.body
+        body = body_size(row, row.timestamp - base_ts, offset_delta)
+        rec = varlong_size(body) + body
         if stop > start and V2_HEADER + size[0] + rec > max_batch_bytes:
             break
         size[0] += rec
@@ -559,6 +643,7 @@ def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, 
     rows.rows[0].timestamp = timestamp
     rows.rows[0].first_header = 0
     rows.rows[0].n_headers = 0
+    rows.rows[0].fields = fields_size(rows, &rows.rows[0])
     return encode_v2(rows, 0, 1, codec=0, level=None, attributes=0x30,
                      producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
                      partition_leader_epoch=partition_leader_epoch, max_batch_bytes=1 << 30)
