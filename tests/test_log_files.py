@@ -119,11 +119,17 @@ def test_corrupt_offset_index(tmp_path, entries, tail, message, position):
     assert info.value.source == path and info.value.position == position
 
 
-def test_index_entry_past_the_log_end(tmp_path):
-    path = index_file(tmp_path, "00000000000000000000.index", [(0, 0), (5, 400)], ">ii")
-    with pytest.raises(CorruptIndexError) as info:
-        OffsetIndex(path, log_size=300)
-    assert info.value.position == 8
+def test_index_entries_past_the_log_end_are_left_out(tmp_path):
+    path = index_file(tmp_path, "00000000000000000000.index", [(0, 0), (5, 200), (9, 400)],
+                      ">ii")
+    index = OffsetIndex(path, log_size=300)
+    assert list(index) == [(0, 0), (5, 200)] and index.past_log_end == [(9, 400)]
+    assert index.lookup(20) == (5, 200)
+    assert len(OffsetIndex(path)) == 3 and OffsetIndex(path, log_size=401).past_log_end == []
+    negative = index_file(tmp_path, "00000000000000000001.index", [(0, -8)], ">ii")
+    with pytest.raises(CorruptIndexError, match="negative position -8") as info:
+        OffsetIndex(negative)
+    assert info.value.position == 0
 
 
 def test_time_index_going_backwards(tmp_path):
@@ -154,6 +160,9 @@ def test_leader_epoch_checkpoint(tmp_path):
     path = tmp_path / "leader-epoch-checkpoint"
     path.write_text("0\n3\n0 0\n2 57\n5 900\n")
     assert read_leader_epoch_checkpoint(path) == [(0, 0), (2, 57), (5, 900)]
+    for text in ("", "0\n"):            # as the broker reads them: no entries
+        path.write_text(text)
+        assert read_leader_epoch_checkpoint(path) == []
     for text, position in (("1\n0\n", 0), ("0\n2\n0 0\n", 2), ("0\n1\n0 x\n", 4),
                            ("0\n2\n3 10\n1 20\n", 9)):
         path.write_text(text)

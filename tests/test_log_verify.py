@@ -195,3 +195,86 @@ def test_time_index_naming_the_record_with_the_max_timestamp_verifies(tmp_path):
     report = PartitionLog(directory).verify()
     assert [(p.file, p.position) for p in report] == [(str(stem) + ".timeindex", 12)]
     assert "1500" in report.problems[0].message          # that batch's max timestamp
+
+
+def test_a_log_cut_short_before_its_index_entries(copy):
+    """A copy of an active segment taken while the broker appended: its
+    .index and .timeindex already name batches the .log does not hold yet.
+    Reads use the entries the log has; verify reports the rest once a file."""
+    log, history = copy
+    seg = log.segments[-1]
+    bounds = segment_batches(seg)
+    start, _, base, _ = bounds[len(bounds) // 2]
+    assert seg.offset_index.positions[-1] > start            # entries past the cut
+    with open(seg.log_path, "r+b") as f:
+        f.truncate(start)
+    log = PartitionLog(log.directory)
+    kept = [r for r in history.data_records() if r[0] < base]
+    assert log.end_offset == base
+    assert view(log.read_records()) == kept
+    for first in (seg.base_offset, bounds[len(bounds) // 4][2], base - 1):
+        assert view(log.read_records(first)) == [r for r in kept if r[0] >= first]
+    assert list(log.read_records(base)) == []
+    index = log.segments[-1].offset_index
+    assert index.past_log_end and all(e.position >= start for e in index.past_log_end)
+    assert all(position < start for position in index.positions)
+    report = log.verify()
+    assert [p.file for p in report] == [seg.index_path, seg.time_index_path]
+    assert "past the end of the" in report.problems[0].message
+    assert report.problems[0].position == len(index) * index.entry_size
+    assert "past the segment's last batch" in report.problems[1].message
+
+
+def test_index_entries_for_appends_of_several_batches_verify(tmp_path):
+    """An index entry names the last offset of an append and the position
+    where it began; one append may hold several batches."""
+    rows = [(b"k%d" % i, b"v" * 40, 1_700_000_000_000 + i, []) for i in range(40)]
+    data = kcodec.encode(rows, max_batch_bytes=600)
+    directory = tmp_path / "t-0"
+    write_log(str(directory), data, index_interval_bytes=1 << 30)
+    bounds = entry_bounds(data)
+    assert len(bounds) >= 4
+    index_path = str(directory / f"{0:020d}.index")
+
+    def index(*entries):
+        with open(index_path, "wb") as f:
+            f.write(b"".join(struct.pack(">ii", offset, position) for offset, position in entries))
+        return PartitionLog(directory)
+
+    # appends: batches 0-1, then 2-3
+    log = index((bounds[1][3], bounds[0][0]), (bounds[3][3], bounds[2][0]))
+    assert log.verify(), str(log.verify())
+    for first in range(0, 40, 7):
+        assert [r.offset for r in log.read_records(first)] == list(range(first, 40))
+    # an offset inside batch 1, and one before the batch at the position
+    log = index((bounds[1][2], bounds[0][0]), (bounds[1][3], bounds[2][0]))
+    assert [(p.file, p.position) for p in log.verify()] == [(index_path, 0), (index_path, 8)]
+
+
+def test_a_log_starting_inside_a_transaction_verifies(tmp_path):
+    """The first segment, where a transaction began, deleted: the producer
+    snapshot at the log start holds the transaction open, and its ABORT's
+    .txnindex entry names the offset where it began, before the log start."""
+    directory = tmp_path / "t-0"
+
+    def plain(offset):
+        return kcodec.encode([(b"k", b"v" * 400, 1_700_000_000_000, [])] * 5, base_offset=offset)
+
+    def txn(offset):
+        return kcodec.encode([(b"t", b"x", 1_700_000_000_000, [])], base_offset=offset,
+                             producer_id=7, producer_epoch=0, base_sequence=offset,
+                             transactional=True)
+
+    appends = [txn(0), plain(1), plain(6), txn(11), plain(12), plain(17),
+               kcodec.encode_control("ABORT", producer_id=7, producer_epoch=0, offset=22,
+                                     timestamp=1_700_000_000_000)]
+    write_log(str(directory), appends, segment_bytes=3000)
+    log = PartitionLog(directory)
+    assert len(log.segments) >= 2 and log.verify(), str(log.verify())
+    first = log.segments[0]
+    assert [tuple(t)[:2] for t in log.segments[-1].aborted_transactions()] == [(7, 0)]
+    for path in (first.log_path, first.index_path, first.time_index_path):
+        os.remove(path)
+    log = PartitionLog(directory)
+    assert log.start_offset > 0
+    assert log.verify(), str(log.verify())

@@ -90,7 +90,11 @@ def _first_bad(mask):
 
 class OffsetIndex:
     """A segment's sparse offset index: lookup(offset) gives the largest entry
-    at or below it, else (base offset, 0), as the broker does."""
+    at or below it, else (base offset, 0), as the broker does. Given the size
+    of its log, entries at or past the log's end are left out and counted in
+    past_log_end (a list of IndexEntry): the broker indexes a batch once it is written, so a log
+    copied or cut short while it wrote can end before entries its index has
+    (the broker drops them when it recovers such a log)."""
 
     entry_size = OFFSET_ENTRY.itemsize
 
@@ -119,13 +123,15 @@ class OffsetIndex:
                                         f"position {self.positions[i]})",
                                         position=i * self.entry_size, **where)
         negative = self.positions < 0
-        if log_size is not None:
-            negative |= self.positions >= max(log_size, 1)
         if negative.any():
             i = _first_bad(negative)
-            raise CorruptIndexError(f"entry {i} points at position {self.positions[i]}, outside "
-                                    f"the {log_size}-byte log", position=i * self.entry_size,
-                                    **where)
+            raise CorruptIndexError(f"entry {i} points at negative position {self.positions[i]}",
+                                    position=i * self.entry_size, **where)
+        kept = len(self.positions)
+        if log_size is not None:
+            kept = int(np.searchsorted(self.positions, log_size))
+        self.past_log_end = [self.entry(i) for i in range(kept, len(self.positions))]
+        self.offsets, self.positions = self.offsets[:kept], self.positions[:kept]
 
     def __len__(self):
         return len(self.offsets)
@@ -227,8 +233,13 @@ def read_leader_epoch_checkpoint(path):
         except ValueError:
             fail(f"line {i + 1}: expected a number, found {raw[:40]!r}", at)
 
+    # The broker reads a file that ends before its count as holding no entries.
+    if not lines:
+        return []
     if number(0) != 0:
         fail(f"unsupported checkpoint version {number(0)}", 0)
+    if len(lines) == 1:
+        return []
     count = number(1)
     if count < 0 or len(lines) - 2 < count:
         fail(f"checkpoint announces {count} entries, has {len(lines) - 2}", lines[1][0])

@@ -130,7 +130,7 @@ class PartitionLog:
             if any(seg.has_txn_index for seg in self.segments):
                 self._aborted = [t for seg in self.segments for t in seg.aborted_transactions()]
             else:
-                tracker, _ = self._tracker_from_snapshot(self.start_offset)
+                tracker, _ = self.tracker_from_snapshot(self.start_offset)
                 self._aborted = [t for t in map(tracker.append, self._all_batches())
                                  if t is not None]
                 self._open_transactions = dict(tracker.open)
@@ -153,12 +153,12 @@ class PartitionLog:
         """Transactions open at the log end, as the broker recovers them: the
         latest producer snapshot's ongoing transactions, then the batches
         after it (the whole log when there is no readable snapshot)."""
-        tracker, start = self._tracker_from_snapshot(self.end_offset)
+        tracker, start = self.tracker_from_snapshot(self.end_offset)
         for batch in self._all_batches(start):
             tracker.append(batch)
         return dict(tracker.open)
 
-    def _tracker_from_snapshot(self, at_most):
+    def tracker_from_snapshot(self, at_most):
         """A TransactionTracker holding the ongoing transactions of the latest
         readable producer snapshot at or below offset `at_most`, and that
         snapshot's offset (None when there is none)."""

@@ -16,7 +16,6 @@ from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import read_batches
 from .indexes import SNAPSHOT_NAME, read_leader_epoch_checkpoint, read_producer_snapshot
 from .segment import Segment, located
-from ..records import TransactionTracker
 
 INT32_MAX = (1 << 31) - 1
 DEFAULT_MAX_ENTRY_BYTES = 64 << 20
@@ -163,12 +162,16 @@ class _AnyFile(Segment):
 def verify_log(log, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
     """Check a PartitionLog: every entry intact (CRC, records), offsets
     increasing within and across segments and within each segment's range,
-    every .index entry naming the last offset of the batch at its position,
-    every .timeindex entry naming an offset of a batch (its last, as current
-    brokers write) and that batch's max timestamp, the .txnindex entries equal to the ABORT markers found,
-    and the checkpoint and snapshot files readable."""
+    every .index entry naming the last offset of an append (one batch or
+    more) that starts at its position, and none past the log's end, every
+    .timeindex entry naming an offset of a batch (its last, as current
+    brokers write) and that batch's max timestamp, the .txnindex entries
+    equal to the ABORT markers found, and the checkpoint and snapshot files
+    readable."""
     problems, checked = [], []
-    tracker = TransactionTracker()
+    # As the log's readers do: transactions a producer snapshot holds open at
+    # the log start end in these segments (older segments may be deleted).
+    tracker, _ = log.tracker_from_snapshot(log.start_offset)
     use_txn_index = any(seg.has_txn_index for seg in log.segments)
     previous_last = None
     for i, seg in enumerate(log.segments):
@@ -233,15 +236,25 @@ def _check_offset_index(seg, batches, checked):
     if index is None:
         return problems
     checked.append(index.path)
+    # An entry names the last offset of an append, which may hold several
+    # batches, and the position of its first batch.
+    end_of_batch_at = {last: position for position, (_, last, _) in batches.items()}
     for i, (offset, position) in enumerate(index):
         at = i * index.entry_size
         found = batches.get(position)
         if found is None:
             problems.append(Problem(index.path, at, f"entry (offset {offset}, position "
                                     f"{position}) does not point at the start of a batch"))
-        elif found[1] != offset:
+        elif not found[0] <= offset or end_of_batch_at.get(offset, -1) < position:
             problems.append(Problem(index.path, at, f"entry (offset {offset}, position "
-                                    f"{position}): the batch there ends at offset {found[1]}"))
+                                    f"{position}): no batch from the one there (offsets "
+                                    f"{found[0]}..{found[1]}) ends at offset {offset}"))
+    if index.past_log_end:
+        first = index.past_log_end[0]
+        problems.append(Problem(index.path, len(index) * index.entry_size,
+                                f"{len(index.past_log_end)} entries, from (offset {first.offset}, "
+                                f"position {first.position}), point past the end of the "
+                                f"{seg.size}-byte log"))
     return problems
 
 
@@ -256,15 +269,23 @@ def _check_time_index(seg, batches, checked):
     # the record holding the max timestamp: any offset of the batch.
     spans = sorted(batches.values(), key=lambda b: b[1])
     lasts = [last for _, last, _ in spans]
+    past_last = []                 # as a log cut short leaves them: one problem for all
     for i, (timestamp, offset) in enumerate(index):
         at = i * index.entry_size
         j = bisect.bisect_left(lasts, offset)
-        if j == len(spans) or spans[j][0] > offset:
+        if j == len(spans):
+            past_last.append((at, timestamp, offset))
+        elif spans[j][0] > offset:
             problems.append(Problem(index.path, at, f"entry (timestamp {timestamp}, offset "
                                     f"{offset}) names an offset no batch holds"))
         elif spans[j][2] != timestamp:
             problems.append(Problem(index.path, at, f"entry (timestamp {timestamp}, offset "
                                     f"{offset}): that batch's max timestamp is {spans[j][2]}"))
+    if past_last:
+        at, timestamp, offset = past_last[0]
+        problems.append(Problem(index.path, at, f"{len(past_last)} entries, from (timestamp "
+                                f"{timestamp}, offset {offset}), name offsets past the "
+                                f"segment's last batch"))
     return problems
 
 
