@@ -158,7 +158,7 @@ def _spark_read_options(args):
 
 
 def cmd_spark_convert(args, out):
-    from .spark.convert import convert, local_session
+    from .spark.convert import convert, kcodec_error_in, local_session
     from .spark.options import parse_options
     options = parse_options(_spark_read_options(args))
     from pyspark.sql import SparkSession
@@ -168,6 +168,12 @@ def cmd_spark_convert(args, out):
     try:
         result = convert(spark, args.dirs, args.out, options, compression=args.compression,
                          mode=args.mode)
+    except Exception as exc:
+        reported = kcodec_error_in(exc)
+        if reported is None:
+            raise
+        print(f"kcodec: spark-convert: {reported}", file=sys.stderr)
+        return 1
     finally:
         if ours:
             spark.stop()

@@ -2,6 +2,7 @@
 what was appended to the logs and against the kafka-log source, with its
 commit protocol under failed and retried tasks."""
 import os
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -165,6 +166,38 @@ def test_corrupt_batches_skipped_and_counted(spark, tmp_path, histories):
     expected = [r for r in histories["payments"].data_records() if not first <= r[0] <= last]
     assert spark_rows(spark.read.parquet(str(out))) == expected
     assert "skipped 1 corrupt range(s)" in result.summary()
+
+
+def test_skipped_ranges_name_bytes_of_the_file(spark, tmp_path, histories):
+    """Splits cut the segment: a skip inside one names the file's byte."""
+    directory = tmp_path / "logs" / "payments-3"
+    write_history(str(directory), histories["payments"], segment_bytes=5000)
+    path = directory / sorted(n for n in os.listdir(directory) if n.endswith(".log"))[2]
+    data = bytearray(path.read_bytes())
+    start, end, _, _ = entry_bounds(bytes(data))[-1]
+    data[start + 80] ^= 0x01
+    path.write_bytes(bytes(data))
+    result = convert(spark, [str(directory)], str(tmp_path / "out"),
+                     options(onCorruptData="skip", maxBytesPerPartition="1500"))
+    [(file, skip_start, skip_end, message)] = result.skipped
+    assert (file, skip_start, skip_end) == (str(path), start, end)
+    at = int(re.search(r"at byte (\d+)", message).group(1))
+    assert start <= at < end, message
+
+
+def test_the_command_line_job_names_corrupt_data_in_one_line(spark, tmp_path, histories,
+                                                             capsys):
+    directory = tmp_path / "logs" / "payments-3"
+    write_history(str(directory), histories["payments"], segment_bytes=5000)
+    path = directory / sorted(n for n in os.listdir(directory) if n.endswith(".log"))[1]
+    data = bytearray(path.read_bytes())
+    start, _, first, _ = entry_bounds(bytes(data))[1]
+    data[start + 80] ^= 0x01
+    path.write_bytes(bytes(data))
+    assert main(["spark-convert", str(directory), "--out", str(tmp_path / "out")]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("kcodec: spark-convert: CrcMismatchError: record batch CRC-32C ")
+    assert line.endswith(f"(at {path}, byte {start}, offset {first})")
 
 
 # ------------------------------------------------------------------ CLI

@@ -89,9 +89,11 @@ def _checked(batch):
     return batch
 
 
-def scan(segment, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
+def scan(segment, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES, first_byte=0):
     """("batch", position, Batch) for each intact entry of `segment` and
-    ("skip", start, end, message) for each run of bytes that is not one."""
+    ("skip", start, end, message) for each run of bytes that is not one.
+    Messages name bytes of the file, whose byte `first_byte` segment.data
+    starts at (positions count from segment.data's start)."""
     data, size, path = segment.data, segment.size, segment.log_path
     position = 0
     while position < size:
@@ -104,7 +106,7 @@ def scan(segment, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
                 current += batch.size
             return
         except KafkaFormatError as exc:
-            error = located(exc, path, position)
+            error = located(exc, path, first_byte + position)
             message = error.message if error.position is None else \
                 f"{error.message} (at byte {error.position})"
         resync = None

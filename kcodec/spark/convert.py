@@ -16,6 +16,7 @@ Spark may leave running) can only ever write below _temporary. Renames are
 atomic on local disks and HDFS; object stores (s3://) copy instead.
 """
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -182,6 +183,17 @@ def convert(spark, paths, out, options, *, compression="snappy", mode="error",
         files=sum(r["file"] is not None for r in results), tasks=len(splits), partitions=len(partitions),
         elapsed=time.perf_counter() - started,
         skipped=[s for r in results for s in r["skipped"]])
+
+
+_WORKER_ERROR = re.compile(r"^kcodec\.errors\.(\w+): (.+)$", re.M)
+
+
+def kcodec_error_in(exc):
+    """"Type: message" of the kcodec error that failed a Spark job in a Python
+    worker (the job's exception carries the worker's traceback as text), or
+    None when a kcodec error did not fail it."""
+    found = _WORKER_ERROR.findall(str(exc))
+    return f"{found[-1][0]}: {found[-1][1]}" if found else None
 
 
 def _remove(fs, directory):

@@ -109,7 +109,7 @@ def _decode_chunk(view, base, final, split, options, report):
         if options.on_corrupt_data != "skip":
             raise located(exc, split.path, base) from None
     tables, run = [], None
-    for event in scan(_Chunk(view, split.path)):
+    for event in scan(_Chunk(view, split.path), first_byte=base):
         if event[0] == "batch":
             _, position, batch = event
             if run is not None and run[1] == position:
