@@ -490,7 +490,8 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
                             int64_t* max_ts) noexcept nogil:
     """Where the batch starting at `start` ends (at most at `end`): records
     while the batch stays within max_batch_bytes (at least one) and their offset
-    deltas fit an int32. Sizes each record's body."""
+    deltas fit an int32; `size`: the bytes of its records, `max_ts`: their
+    largest timestamp."""
     cdef Py_ssize_t stop = start, rec, body
     cdef int64_t base_ts = rows.rows[start].timestamp
     cdef int64_t offset_delta

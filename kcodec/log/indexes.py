@@ -91,10 +91,10 @@ def _first_bad(mask):
 class OffsetIndex:
     """A segment's sparse offset index: lookup(offset) gives the largest entry
     at or below it, else (base offset, 0), as the broker does. Given the size
-    of its log, entries at or past the log's end are left out and counted in
-    past_log_end (a list of IndexEntry): the broker indexes a batch once it is written, so a log
-    copied or cut short while it wrote can end before entries its index has
-    (the broker drops them when it recovers such a log)."""
+    of its log, entries at or past the log's end are left out, kept apart in
+    past_log_end (IndexEntry's): the broker indexes a batch once it is
+    written, so a log copied or cut short while it wrote can end before
+    entries its index has (the broker drops them when it recovers the log)."""
 
     entry_size = OFFSET_ENTRY.itemsize
 

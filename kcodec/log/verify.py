@@ -171,8 +171,8 @@ def verify_log(log, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
     equal to the ABORT markers found, and the checkpoint and snapshot files
     readable."""
     problems, checked = [], []
-    # As the log's readers do: transactions a producer snapshot holds open at
-    # the log start end in these segments (older segments may be deleted).
+    # As the log's readers do: a transaction that the producer snapshot at the
+    # log start holds open began in a segment that may be deleted since.
     tracker, _ = log.tracker_from_snapshot(log.start_offset)
     use_txn_index = any(seg.has_txn_index for seg in log.segments)
     previous_last = None
