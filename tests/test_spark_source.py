@@ -464,6 +464,30 @@ def test_remote_filesystem_reads_through_pyarrow(root, histories, orders):
                                        committed_only=isolation == "read_committed")
 
 
+def test_remote_logs_read_the_producer_snapshots(tmp_path):
+    """A log whose first segment, where a still open transaction began, is
+    deleted: only the producer snapshot at the log start says the
+    transaction is open, so read_committed stops at the log start, on a
+    remote filesystem as on the local disk."""
+    from kcodec.spark.files import open_partition
+
+    directory = tmp_path / "t-0"
+    txn = kcodec.encode([(b"t", b"x", 1_700_000_000_000, [])], producer_id=7, producer_epoch=0,
+                        base_sequence=0, transactional=True)
+    plain = [kcodec.encode([(b"k", b"v" * 400, 1_700_000_000_000, [])] * 5,
+                           base_offset=1 + 5 * i) for i in range(4)]
+    write_log(str(directory), [txn] + plain, segment_bytes=3000)
+    first = PartitionLog(directory).segments[0]
+    for path in (first.log_path, first.index_path, first.time_index_path):
+        os.remove(path)
+    local = PartitionLog(directory)
+    assert 0 < local.start_offset < local.end_offset
+    assert local.last_stable_offset() == local.start_offset
+    remote = open_partition(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()), "t-0")
+    assert remote.last_stable_offset() == local.start_offset
+    assert list(remote.read_records(isolation="read_committed")) == []
+
+
 def _cut_first_segment(directory):
     """A 4-segment log of 5-record batches whose first .log misses its last
     100 bytes: (path, where its last batch starts, the offsets still readable)."""

@@ -348,7 +348,7 @@ cdef Py_ssize_t sequence_skips(const int32_t* seq, const int64_t* off, Py_ssize_
     while i < n:
         if off != NULL:
             step = off[i] - off[i - 1]
-        if seq[i] != (-1 if seq[i - 1] < 0 else (seq[i - 1] + step) % (<int64_t>INT32_MAX + 1)):
+        if seq[i] != seq_add(seq[i - 1], <int32_t>(step % (<int64_t>INT32_MAX + 1))):
             return i
         i += 1
     return n
@@ -460,12 +460,13 @@ cdef inline Py_ssize_t body_size(Row* row, int64_t ts_delta, int64_t offset_delt
     return row.fields + varlong_size(ts_delta) + varlong_size(offset_delta)
 
 
-cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, int64_t base_ts,
-                            uint8_t* p, const uint8_t* end) noexcept nogil:
-    """Records [start, stop) of one batch, whose first has base_ts,
-    in a buffer that ends at `end` (bytes past them may be overwritten)."""
+cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, uint8_t* p,
+                            const uint8_t* end) noexcept nogil:
+    """Records [start, stop) of one batch, in a buffer that ends at `end`
+    (bytes past them may be overwritten)."""
     cdef Py_ssize_t i, h
-    cdef int64_t base_offset = rows.rows[start].offset, ts_delta, offset_delta
+    cdef int64_t base_offset = rows.rows[start].offset, base_ts = rows.rows[start].timestamp
+    cdef int64_t ts_delta, offset_delta
     cdef Row* row
     for i in range(start, stop):
         row = &rows.rows[i]
@@ -561,7 +562,7 @@ def encode_v2(Rows rows, Py_ssize_t first, Py_ssize_t end, *, int codec, level, 
             stop = split_batch(rows, start, end, max_batch_bytes, &size, &max_ts)
             records = PyBytes_FromStringAndSize(NULL, size)
             p = <uint8_t*>PyBytes_AS_STRING(records)
-            write_records(rows, start, stop, rows.rows[start].timestamp, p, p + size)
+            write_records(rows, start, stop, p, p + size)
             compressed = _compress(codec, records, level, 2)
             size = compressed.shape[0]
             out = PyBytes_FromStringAndSize(NULL, V2_HEADER + size)
@@ -597,7 +598,7 @@ def encode_v2(Rows rows, Py_ssize_t first, Py_ssize_t end, *, int codec, level, 
         # the bytes they may overwrite past their end.
         for b in range(n_batches):
             batch = &batches[b]
-            write_records(rows, start, batch.stop, rows.rows[start].timestamp, p + V2_HEADER,
+            write_records(rows, start, batch.stop, p + V2_HEADER,
                           <uint8_t*>PyBytes_AS_STRING(out) + total)
             write_batch_header(rows, first, start, batch.stop, p, batch.size, attributes,
                                batch.max_ts, producer_id, producer_epoch, base_sequence,

@@ -4,7 +4,8 @@ reading them there.
 Local paths (and file:// URIs) are read as kcodec.log reads them: segments
 memory-mapped, nothing copied. On other filesystems (s3://, hdfs://, gs://,
 ...) executors read only the byte ranges of their splits; the driver copies
-the small side files (.index, .timeindex, .txnindex, checkpoints) to a
+the small side files (.index, .timeindex, .txnindex, producer .snapshot
+files, checkpoints) to a
 temporary directory to plan, and reads a whole segment only where kcodec.log
 has to scan one (the last segment's end offset, a timestamp lookup, or
 read_committed on a log without .txnindex files).
@@ -18,6 +19,7 @@ import weakref
 
 import pyarrow.fs as pafs
 
+from ..log.indexes import SNAPSHOT_NAME
 from ..log.partition import (PARTITION_DIR, SEGMENT_NAME, PartitionLog, is_live_partition_dir,
                              is_not_live_copy, parse_partition_dir)
 from ..log.segment import Segment
@@ -165,7 +167,7 @@ class RemotePartitionLog(PartitionLog):
         weakref.finalize(self, shutil.rmtree, local_dir, True)
         listing = _listing(fs, directory)
         for name, is_dir, _, _ in listing:
-            if not is_dir and SIDE_FILE.match(name):
+            if not is_dir and (SIDE_FILE.match(name) or SNAPSHOT_NAME.match(name)):
                 pafs.copy_files(f"{directory}/{name}", os.path.join(local_dir, name),
                                 source_filesystem=fs,
                                 destination_filesystem=pafs.LocalFileSystem())
