@@ -249,6 +249,10 @@ def test_index_entries_for_appends_of_several_batches_verify(tmp_path):
     # an offset inside batch 1, and one before the batch at the position
     log = index((bounds[1][2], bounds[0][0]), (bounds[1][3], bounds[2][0]))
     assert [(p.file, p.position) for p in log.verify()] == [(index_path, 0), (index_path, 8)]
+    # appends that would overlap: batches 0-2, then 1-3
+    log = index((bounds[2][3], bounds[0][0]), (bounds[3][3], bounds[1][0]))
+    assert [(p.file, p.position) for p in log.verify()] == [(index_path, 0)]
+    assert "up to the next entry's position" in next(iter(log.verify())).message
 
 
 def test_a_log_starting_inside_a_transaction_verifies(tmp_path):

@@ -12,10 +12,10 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..errors import CorruptIndexError, KafkaFormatError
+from ..errors import CorruptIndexError, KafkaFormatError, located
 from ..records import read_batches
 from .indexes import SNAPSHOT_NAME, read_leader_epoch_checkpoint, read_producer_snapshot
-from .segment import Segment, located
+from .segment import Segment
 
 INT32_MAX = (1 << 31) - 1
 DEFAULT_MAX_ENTRY_BYTES = 64 << 20
@@ -239,18 +239,22 @@ def _check_offset_index(seg, batches, checked):
         return problems
     checked.append(index.path)
     # An entry names the last offset of an append, which may hold several
-    # batches, and the position of its first batch.
+    # batches, and the position of its first batch: the batch ending at the
+    # offset lies from there to before the next append's.
     end_of_batch_at = {last: position for position, (_, last, _) in batches.items()}
+    next_positions = list(index.positions[1:]) + [seg.size]
     for i, (offset, position) in enumerate(index):
         at = i * index.entry_size
         found = batches.get(position)
+        ending = end_of_batch_at.get(offset, -1)
         if found is None:
             problems.append(Problem(index.path, at, f"entry (offset {offset}, position "
                                     f"{position}) does not point at the start of a batch"))
-        elif not found[0] <= offset or end_of_batch_at.get(offset, -1) < position:
+        elif not found[0] <= offset or not position <= ending < next_positions[i]:
             problems.append(Problem(index.path, at, f"entry (offset {offset}, position "
                                     f"{position}): no batch from the one there (offsets "
-                                    f"{found[0]}..{found[1]}) ends at offset {offset}"))
+                                    f"{found[0]}..{found[1]}) up to the next entry's position "
+                                    f"ends at offset {offset}"))
     if index.past_log_end:
         first = index.past_log_end[0]
         problems.append(Problem(index.path, len(index) * index.entry_size,
