@@ -3,6 +3,7 @@ names where it happened: `.position` is the byte offset in the caller's input
 (of the entry, or of the failing field when known), `.offset` the Kafka offset
 when known. They subclass ValueError and pickle, so they cross process
 boundaries (Spark executors) intact."""
+import copy
 
 
 class KafkaFormatError(ValueError):
@@ -25,6 +26,20 @@ class KafkaFormatError(ValueError):
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.message, self.__dict__.copy()))
+
+
+def located(exc, source, first_byte):
+    """`exc` (a KafkaFormatError about input that starts at byte `first_byte`
+    of the file `source`) as the same error naming the file and the byte in
+    it; as it is when it names a file already."""
+    if exc.source is not None:
+        return exc
+    moved = copy.copy(exc)
+    moved.source = str(source)
+    if exc.position is not None:
+        moved.position = exc.position + first_byte
+    moved.args = (moved._describe(),)
+    return moved
 
 
 def _rebuild(cls, message, state):

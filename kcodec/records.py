@@ -20,11 +20,14 @@ _CONTROL_KINDS = {"ABORT": 0, "COMMIT": 1}
 
 
 def read_batches(data, *, verify_crc=True, max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
-                 partial="stop", max_entry_bytes=None):
+                 partial="stop", max_entry_bytes=None, source=None, first_byte=0):
     """Iterate the entries of a record set (a fetch payload, a produce payload,
-    a slice of a .log file) as Batch objects, without copying the input."""
+    a slice of a .log file) as Batch objects, without copying the input.
+    `source` names the file `data` was read from, starting at its byte
+    `first_byte`: errors, the batches' records' too, then name both."""
     return BatchReader(data, verify_crc=verify_crc, max_decompressed_bytes=max_decompressed_bytes,
-                       partial=partial, max_entry_bytes=max_entry_bytes)
+                       partial=partial, max_entry_bytes=max_entry_bytes, source=source,
+                       first_byte=first_byte)
 
 
 def read_records(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",

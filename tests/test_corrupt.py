@@ -312,6 +312,39 @@ def test_crc_mismatch_is_what_a_flip_in_a_value_raises():
     assert info.value.stored != info.value.computed
 
 
+def _error_of(read):
+    with pytest.raises(KafkaFormatError) as info:
+        read()
+    return info.value
+
+
+@pytest.mark.parametrize("damage", ["crc", "record length", "partial"])
+def test_errors_of_a_named_slice_name_the_file_and_its_byte(damage):
+    """read_batches of a slice of a file (source, first_byte): its errors, in
+    the framing or raised later by a batch's records, are those of the bare
+    slice, naming the file and the byte of the file."""
+    data = bytearray(SETS["v2_none_headers"])
+    last = list(kcodec.read_batches(bytes(data)))[-1]
+    if damage == "crc":
+        data[-2] ^= 0x10
+    elif damage == "record length":
+        data[last.position + 61] = 0x01                    # the first record's length: -1
+    else:
+        del data[-3:]
+    options = dict(verify_crc=damage == "crc", partial="error")
+
+    def read(**where):
+        return [list(b) for b in kcodec.read_batches(bytes(data), **options, **where)]
+    bare = _error_of(read)
+    named = _error_of(lambda: read(source="seg.log", first_byte=1000))
+    assert bare.source is None and named.source == "seg.log"
+    assert type(named) is type(bare) and named.offset == bare.offset
+    assert bare.position >= last.position and named.position == bare.position + 1000
+    assert str(named).endswith(f"(at seg.log, byte {bare.position + 1000}, offset {bare.offset})"
+                               if bare.offset is not None else
+                               f"(at seg.log, byte {bare.position + 1000})")
+
+
 # ------------------------------------------ (c) flips and lies, CRC unchecked
 
 @pytest.mark.parametrize("name", SETS)

@@ -506,8 +506,9 @@ def test_a_partial_entry_in_a_closed_segment_is_corruption(tmp_path, read):
 @pytest.mark.parametrize("codec", ["none", "gzip"])
 @pytest.mark.parametrize("seek", [False, True])
 def test_an_error_in_a_batchs_records_names_the_file_and_its_byte(tmp_path, codec, seek):
-    """read_records fails where decode does: the segment file, the byte in
-    it, the offset; a seek through the index changes none of them."""
+    """read_records fails where decode does, and so does iterating the
+    batches of read_batches: the segment file, the byte in it, the offset; a
+    seek through the index changes none of them."""
     directory = str(tmp_path / "t-0")
     records = [(b"k%d" % i, b"v" * 50, 1000 + i, None) for i in range(100)]
     paths = write_log(directory, [kcodec.encode(records[i:i + 10], base_offset=i,
@@ -527,15 +528,16 @@ def test_an_error_in_a_batchs_records_names_the_file_and_its_byte(tmp_path, code
     start_offset = batch.base_offset + 5 if seek else None
     errors = []
     for read in (lambda: list(log.read_records(start_offset=start_offset)),
-                 lambda: log.decode(start_offset=start_offset)):
+                 lambda: log.decode(start_offset=start_offset),
+                 lambda: [list(b) for b in log.read_batches(start_offset=start_offset)]):
         with pytest.raises(kcodec.KafkaFormatError) as raised:
             read()
         errors.append(raised.value)
-    from_records, from_decode = errors
-    assert type(from_records) is type(from_decode)
-    assert from_records.source == from_decode.source == path
-    assert from_records.offset == from_decode.offset == batch.base_offset
-    assert from_records.position == from_decode.position
+    from_records, from_decode, from_batches = errors
+    assert type(from_records) is type(from_decode) is type(from_batches)
+    assert from_records.source == from_decode.source == from_batches.source == path
+    assert from_records.offset == from_decode.offset == from_batches.offset == batch.base_offset
+    assert from_records.position == from_decode.position == from_batches.position
     assert batch.position <= from_records.position < batch.position + batch.size
 
 

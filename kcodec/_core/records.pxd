@@ -281,11 +281,15 @@ cdef class Batch:
     cdef int64_t max_decompressed
     cdef bint verify_crc
     cdef list _records
+    cdef object source             # the file it was read from, when known (for errors)
+    cdef Py_ssize_t first_byte     # ... and that file's byte where its input starts
 
     cdef object _first_offset_hint(self)
+    cdef _fail(self, exc)
     cdef list _loaded(self)
     cdef Source _decompressed(self)
     cdef Slots parsed(self)
+    cdef Slots _parse(self)
     cdef Source records_source(self, Py_ssize_t* pos, Py_ssize_t* n)
     cdef void v2_base(self, V2Base* v)
     cdef Slots _parse_v2(self)
@@ -304,7 +308,10 @@ cdef class BatchReader:
     cdef bint partial_error
     cdef int64_t max_decompressed
     cdef int64_t max_entry
+    cdef object source
+    cdef Py_ssize_t first_byte
 
+    cdef Batch _next_entry(self)
     cdef _partial(self, Py_ssize_t remaining, int32_t size)
     cdef Batch _new_batch(self, const uint8_t* p, int32_t size, int magic)
     cdef Batch _v2(self, const uint8_t* p, int32_t size)

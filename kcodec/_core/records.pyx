@@ -25,7 +25,7 @@ from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of, crc32_raw
 
 from kcodec import compression as _compression
 from kcodec.errors import (
-    KafkaFormatError, CorruptRecordError, CrcMismatchError, UnsupportedFormatError,
+    KafkaFormatError, CorruptRecordError, CrcMismatchError, UnsupportedFormatError, located,
 )
 
 
@@ -609,15 +609,26 @@ cdef class Batch:
     cdef object _first_offset_hint(self):
         return self._base_offset if self.magic == 2 else self.last_offset
 
+    cdef _fail(self, exc):
+        """Raise exc, an error in this batch, naming the file it was read from
+        when known."""
+        if self.source is None:
+            raise exc
+        raise located(exc, self.source, self.first_byte) from None
+
     cdef list _loaded(self):
         cdef Slots slots
         cdef Py_ssize_t i
         if self._records is None:
             slots = self.parsed()
-            self._records = [new_record(slots.src, &slots.items[i]) for i in range(slots.count)]
+            records = [new_record(slots.src, &slots.items[i]) for i in range(slots.count)]
             if self.attributes & 0x20 and self.magic == 2:
-                for r in self._records:
-                    (<Record>r).control = parse_control(<Record>r, self)
+                try:
+                    for r in records:
+                        (<Record>r).control = parse_control(<Record>r, self)
+                except KafkaFormatError as exc:
+                    self._fail(exc)
+            self._records = records
         return self._records
 
     cdef Source _decompressed(self):
@@ -632,6 +643,12 @@ cdef class Batch:
 
     cdef Slots parsed(self):
         """Decompress (if needed) and validate every record, once per call."""
+        try:
+            return self._parse()
+        except KafkaFormatError as exc:
+            self._fail(exc)
+
+    cdef Slots _parse(self):
         if self.magic == 2:
             return self._parse_v2()
         if self.codec == 0:
@@ -765,11 +782,14 @@ cdef ControlRecord parse_control(Record r, Batch batch):
 @cython.final
 @cython.no_gc
 cdef class BatchReader:
-    """Iterates the entries of a record set, verifying CRCs as it goes."""
+    """Iterates the entries of a record set, verifying CRCs as it goes. With
+    `source`, the input is a slice of that file from its byte `first_byte`:
+    errors, in the framing or later in a batch's records, name the file and
+    the byte in it."""
 
     def __init__(self, data, *, bint verify_crc=True,
                  max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
-                 partial="stop", max_entry_bytes=None):
+                 partial="stop", max_entry_bytes=None, source=None, Py_ssize_t first_byte=0):
         if partial not in ("stop", "error"):
             raise ValueError(f"partial must be 'stop' or 'error', not {partial!r}")
         if max_decompressed_bytes < 0:
@@ -780,6 +800,8 @@ cdef class BatchReader:
         self.partial_error = partial == "error"
         self.max_decompressed = max_decompressed_bytes
         self.max_entry = 0x7FFFFFFF if max_entry_bytes is None else max_entry_bytes
+        self.source = None if source is None else str(source)
+        self.first_byte = first_byte
 
     def __iter__(self):
         return self
@@ -790,6 +812,14 @@ cdef class BatchReader:
         return self.pos
 
     def __next__(self):
+        try:
+            return self._next_entry()
+        except KafkaFormatError as exc:
+            if self.source is None:
+                raise
+            raise located(exc, self.source, self.first_byte) from None
+
+    cdef Batch _next_entry(self):
         cdef const uint8_t* p = self.src.base + self.pos
         cdef Py_ssize_t remaining = self.src.length - self.pos
         cdef int32_t size
@@ -828,6 +858,8 @@ cdef class BatchReader:
         b.size = <Py_ssize_t>size + LOG_OVERHEAD
         b.max_decompressed = self.max_decompressed
         b.verify_crc = self.verify_crc
+        b.source = self.source
+        b.first_byte = self.first_byte
         b.crc = load_u32(p + 12 if magic < 2 else p + 17)
         return b
 

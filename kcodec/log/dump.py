@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CorruptIndexError, KafkaFormatError
+from ..errors import CorruptIndexError, KafkaFormatError, located
 from ..records import read_batches
 from .coordinator import offsets_key_value, transaction_key_value
 from .java_text import JAVA_REPLACE, java_absolute_path, java_path
@@ -15,7 +15,6 @@ from .indexes import (
     OFFSET_ENTRY, TIME_ENTRY, _entries, _used, base_offset_of,
     map_file, read_producer_snapshot, read_txn_index,
 )
-from .segment import located
 
 RECORD_INDENT = "|"
 INT32_MAX = (1 << 31) - 1

@@ -5,11 +5,11 @@ import pyarrow as pa
 
 from ..arrow import decode as decode_record_set, schema as arrow_schema
 from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from ..errors import CorruptIndexError, KafkaFormatError
+from ..errors import CorruptIndexError, KafkaFormatError, located
 from ..records import RecordIterator, _check_isolation, committed, overlaps
 from .indexes import (read_leader_epoch_checkpoint, read_producer_snapshot, snapshot_offsets,
                       snapshot_path)
-from .segment import Segment, located, released
+from .segment import Segment, released
 from ..records import TransactionTracker
 from .transactions import fetch_aborted
 
@@ -51,17 +51,6 @@ def parse_partition_dir(name):
     if not found:
         raise ValueError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
     return found["topic"], int(found["partition"])
-
-
-def _located_records(records, where):
-    """`records`, an error in a batch's records naming the file and its byte
-    in it (errors in the framing already do)."""
-    try:
-        yield from records
-    except KafkaFormatError as exc:
-        if exc.source is not None or not where:
-            raise
-        raise located(exc, where["file"], where["base"]) from None
 
 
 class PartitionLog:
@@ -216,27 +205,26 @@ class PartitionLog:
     def read_batches(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted"):
         """The batches holding offsets in [start_offset, end_offset), in log
         order, headers only (nothing decompressed until iterated). A Batch's
-        `position` is relative to where the read started in its segment."""
+        `position` is relative to where the read started in its segment; its
+        errors, its records' too, name the segment file and the byte in it."""
         end_offset = self._committed_end(isolation, end_offset)
-        return self._read_batches(start_offset, end_offset, isolation, {})
+        return self._read_batches(start_offset, end_offset, isolation)
 
-    def _read_batches(self, start_offset, end_offset, isolation, where):
+    def _read_batches(self, start_offset, end_offset, isolation):
         """read_batches, end_offset already capped for the isolation level."""
-        batches = self._batches(start_offset, end_offset, where)
+        batches = self._batches(start_offset, end_offset)
         if isolation != "read_committed":
             return batches
         return committed(batches, fetch_aborted(self.aborted_transactions(), start_offset or 0))
 
-    def _batches(self, start_offset, end_offset, where):
-        """The batches in range; `where` holds the file of the last one
-        yielded and the byte of that file its positions count from."""
+    def _batches(self, start_offset, end_offset):
+        """The batches in range."""
         for seg, position in self._ranges(start_offset, end_offset):
-            for at, batch in seg.batches(position, verify_crc=self.verify_crc,
-                                         max_decompressed_bytes=self.max_decompressed_bytes):
+            for _, batch in seg.batches(position, verify_crc=self.verify_crc,
+                                        max_decompressed_bytes=self.max_decompressed_bytes):
                 if end_offset is not None and _starts_at_or_after(batch, end_offset):
                     return
                 if overlaps(batch, start_offset, None):
-                    where["file"], where["base"] = seg.log_path, at - batch.position
                     yield batch
 
     def read_records(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted",
@@ -245,10 +233,8 @@ class PartitionLog:
         with this isolation level sees them (read_committed: up to the last
         stable offset)."""
         end_offset = self._committed_end(isolation, end_offset)
-        where = {}
-        batches = self._read_batches(start_offset, end_offset, isolation, where)
-        return _located_records(RecordIterator(batches, include_control, start_offset,
-                                               end_offset), where)
+        batches = self._read_batches(start_offset, end_offset, isolation)
+        return RecordIterator(batches, include_control, start_offset, end_offset)
 
     def offset_for_timestamp(self, timestamp):
         """The offset a broker's ListOffsets answers for `timestamp`: in the

@@ -2,16 +2,15 @@
 its .index, .timeindex and .txnindex side files.
 
 The .log is mapped read-only and slices of the map go to the compiled codec
-as they are; errors the codec raises are re-raised with the file and the
-byte position in it.
+as they are, with the file's name and the slice's first byte, so that its
+errors name the file and the byte in it.
 """
 import contextlib
-import copy
 import mmap
 import os
 from functools import cached_property
 
-from ..errors import CorruptIndexError, KafkaFormatError
+from ..errors import CorruptIndexError
 from ..records import read_batches
 from .indexes import (
     NO_TIMESTAMP, OffsetIndex, TimeIndex, base_offset_of, map_file, read_txn_index,
@@ -19,17 +18,6 @@ from .indexes import (
 
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 PAGE = mmap.PAGESIZE
-
-
-def located(exc, source, base):
-    """`exc` (a KafkaFormatError about a slice starting at byte `base` of
-    `source`) as the same error naming the file and the position in it."""
-    moved = copy.copy(exc)
-    moved.source = str(source)
-    if exc.position is not None:
-        moved.position = exc.position + base
-    moved.args = (moved._describe(),)
-    return moved
 
 
 @contextlib.contextmanager
@@ -121,11 +109,9 @@ class Segment:
         if partial is None:
             partial = "stop" if self.active else "error"
         view = memoryview(self.data)[position:end]
-        try:
-            for batch in read_batches(view, verify_crc=verify_crc, partial=partial, **options):
-                yield position + batch.position, batch
-        except KafkaFormatError as exc:
-            raise located(exc, self.log_path, position) from None
+        for batch in read_batches(view, verify_crc=verify_crc, partial=partial,
+                                  source=self.log_path, first_byte=position, **options):
+            yield position + batch.position, batch
 
     def view(self, start, end):
         return memoryview(self.data)[start:end]
@@ -189,13 +175,10 @@ class Segment:
         if self.time_index is not None:
             target = max(self.time_index.lookup(timestamp).offset, starting_offset)
         start = self.offset_index.lookup(target).position if self.offset_index is not None else 0
-        for position, batch in self.batches(start):
+        for _, batch in self.batches(start):
             if batch.max_timestamp < timestamp:
                 continue
-            try:
-                for record in batch:
-                    if record.timestamp >= timestamp and record.offset >= starting_offset:
-                        return record.offset, record.timestamp
-            except KafkaFormatError as exc:
-                raise located(exc, self.log_path, position - batch.position) from None
+            for record in batch:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.offset, record.timestamp
         return None

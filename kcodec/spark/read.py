@@ -7,8 +7,8 @@ import struct
 from dataclasses import dataclass, field
 
 from ..arrow import decode
-from ..errors import KafkaFormatError
-from ..log.segment import Segment, located, released
+from ..errors import KafkaFormatError, located
+from ..log.segment import Segment, released
 from ..log.transactions import fetch_aborted
 from ..log.verify import scan
 
