@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CorruptIndexError, KafkaFormatError, located
+from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import read_batches
 from .coordinator import offsets_key_value, transaction_key_value
 from .java_text import JAVA_REPLACE, java_absolute_path, java_path
@@ -139,19 +139,16 @@ class Dumper:
         view = memoryview(data)[:opts.max_bytes]
         valid_bytes = 0
         last_offset = -1        # the tool checks a segment's first record against -1 too
-        try:
-            for batch in read_batches(view, verify_crc=False):
-                self.batch_line(path, batch, valid_bytes)
-                if opts.deep:
-                    for record in batch:
-                        if record.offset != last_offset + 1:
-                            self.non_consecutive.setdefault(java_absolute_path(path), {})[
-                                last_offset] = record.offset
-                        last_offset = record.offset
-                        self.record_line(path, batch, record)
-                valid_bytes += batch.size
-        except KafkaFormatError as exc:
-            raise located(exc, path, 0) from None
+        for batch in read_batches(view, verify_crc=False, source=path):
+            self.batch_line(path, batch, valid_bytes)
+            if opts.deep:
+                for record in batch:
+                    if record.offset != last_offset + 1:
+                        self.non_consecutive.setdefault(java_absolute_path(path), {})[
+                            last_offset] = record.offset
+                    last_offset = record.offset
+                    self.record_line(path, batch, record)
+            valid_bytes += batch.size
         trailing = len(data) - valid_bytes
         if trailing > 0 and opts.max_bytes == INT32_MAX and not opts.json:
             self.emit(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")

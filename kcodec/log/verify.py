@@ -12,7 +12,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..errors import CorruptIndexError, KafkaFormatError, located
+from ..errors import CorruptIndexError, KafkaFormatError
 from ..records import read_batches
 from .indexes import SNAPSHOT_NAME, read_leader_epoch_checkpoint, read_producer_snapshot
 from .segment import Segment
@@ -100,13 +100,13 @@ def scan(segment, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES, first_byte=0):
         current = position
         try:
             for batch in read_batches(segment.view(position, None), partial="error",
-                                      max_entry_bytes=max_entry_bytes):
+                                      max_entry_bytes=max_entry_bytes, source=path,
+                                      first_byte=first_byte + position):
                 current = position + batch.position
                 yield "batch", current, _checked(batch)
                 current += batch.size
             return
-        except KafkaFormatError as exc:
-            error = located(exc, path, first_byte + position)
+        except KafkaFormatError as error:
             message = error.message if error.position is None else \
                 f"{error.message} (at byte {error.position})"
         resync = None
