@@ -176,9 +176,16 @@ _Run = namedtuple("_Run", "start stop timestamp_type producer_id producer_epoch 
 
 
 def _column_array(column, name, dtype):
+    """The column as a numpy array of dtype; a value it cannot hold raises
+    (Arrow's checked cast), rather than wrapping."""
     import numpy as np
+    import pyarrow as pa
     if column.null_count:
         raise ValueError(f"column {name!r} may not hold nulls")
+    try:
+        column = column.cast(pa.from_numpy_dtype(dtype))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"column {name!r}: {exc}") from None
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype)
 
 
@@ -264,16 +271,14 @@ def _table_encoding(table, magic, given, now):
     # Client-built record sets may start each batch at offset 0 again.
     starts = batch_starts(n, offsets, timestamps, types, sequences, list(per_row.values()))
     fixed = _fixed_attributes(given)
-    runs = []
-    for start, stop in zip(starts, starts[1:] + [n]):
-        attributes = dict(fixed, **{keyword: int(values[start])
-                                    for keyword, values in per_row.items()})
-        if types is not None:
-            attributes["timestamp_type"] = int(types[start] == 1)
-        if sequences is not None:
-            attributes["base_sequence"] = int(sequences[start])
-        runs.append(_Run(start, stop, **attributes))
-    return rows, runs
+    # Each run's attributes are its first row's, picked for all runs at once.
+    first_rows = {keyword: values[starts].tolist() for keyword, values in per_row.items()}
+    if types is not None:
+        first_rows["timestamp_type"] = (types[starts] == 1).astype(int).tolist()
+    if sequences is not None:
+        first_rows["base_sequence"] = sequences[starts].tolist()
+    return rows, [_Run(start, stop, **dict(fixed, **{k: v[i] for k, v in first_rows.items()}))
+                  for i, (start, stop) in enumerate(zip(starts, starts[1:] + [n]))]
 
 
 def encode(records, *, magic=2, compression="none", compression_level=None, base_offset=None,
@@ -308,6 +313,7 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
     if hasattr(records, "column_names") and hasattr(records, "num_rows"):
         rows, runs = _table_encoding(records, magic, given, now)
     else:
+        _check_numbering(given.get("base_offset", 0), 1)     # before the core adds to it
         rows = rows_from_records(records, now, Record, given.get("base_offset", 0))
         _check_numbering(given.get("base_offset", 0), len(rows))
         runs = [_Run(0, len(rows), **_fixed_attributes(given))] if len(rows) else []

@@ -500,6 +500,16 @@ def test_encode_rejects_offsets_and_timestamp_types_kafka_cannot_hold():
         kcodec.encode(pa.table({"value": [b"a"], "timestampType": pa.array([2], pa.int32())}))
     with pytest.raises(ValueError, match="'producerId' may not hold nulls"):
         kcodec.encode(pa.table({"value": [b"a"], "producerId": pa.array([None], pa.int64())}))
+    # A wider column's value that the field cannot hold raises, not wraps
+    # (2**32 + 1 would be timestampType 1).
+    with pytest.raises(ValueError, match="'timestampType'"):
+        kcodec.encode(pa.table({"value": [b"a"],
+                                "timestampType": pa.array([2**32 + 1], pa.int64())}))
+    with pytest.raises(ValueError, match="'sequence'"):
+        kcodec.encode(pa.table({"value": [b"a"], "sequence": pa.array([2**31], pa.int64())}))
+    for rows in ([(b"k", b"v")], pa.table({"value": [b"v"]})):
+        with pytest.raises(ValueError, match="do not fit"):
+            kcodec.encode(rows, base_offset=2**63)
 
 
 def test_magic_0_rows_keep_no_timestamp_in_newer_magics():
