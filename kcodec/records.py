@@ -169,10 +169,13 @@ _BATCH_COLUMNS = {"producerId": "producer_id", "producerEpoch": "producer_epoch"
 _DEFAULTS = {"base_offset": 0, "timestamp_type": "CreateTime", "producer_id": -1,
              "producer_epoch": -1, "base_sequence": -1, "transactional": False,
              "partition_leader_epoch": -1}
-
-# Rows [start, stop) written with one set of batch attributes.
-_Run = namedtuple("_Run", "start stop timestamp_type producer_id producer_epoch base_sequence "
-                          "transactional partition_leader_epoch")
+# Each batch attribute of a run of rows: the type the core takes it in, and
+# the least and greatest value Kafka can hold (sequences: -1 is "none").
+_RUN_TYPES = {"timestamp_type": ("int32", 0, 1), "transactional": ("bool", None, None),
+              "producer_id": ("int64", -(1 << 63), (1 << 63) - 1),
+              "producer_epoch": ("int16", -(1 << 15), (1 << 15) - 1),
+              "base_sequence": ("int32", -1, (1 << 31) - 1),
+              "partition_leader_epoch": ("int32", -(1 << 31), (1 << 31) - 1)}
 
 
 def _column_array(column, name, dtype):
@@ -223,11 +226,27 @@ def _check_numbering(base_offset, n):
 
 
 def _fixed_attributes(given):
-    """The batch attributes the keywords give, with defaults for the rest."""
+    """The batch attributes the keywords give, with defaults for the rest; a
+    value Kafka cannot hold raises ValueError."""
     fixed = dict(_DEFAULTS, **given)
     del fixed["base_offset"]
     fixed["timestamp_type"] = _TIMESTAMP_TYPES[fixed["timestamp_type"]]
+    for name, value in fixed.items():
+        _, least, greatest = _RUN_TYPES[name]
+        if least is not None and not least <= value <= greatest:
+            raise ValueError(f"{name} {value} is outside {least}..{greatest}")
     return fixed
+
+
+def _runs(starts, fixed, columns):
+    """The batch attributes of each run (rows from each of `starts`), arrays of
+    one element a run: a run's first row's, from the columns that hold that
+    attribute, else the keyword's or default."""
+    import numpy as np
+    picked = np.asarray(starts, np.int64)
+    return picked, {name: (columns[name][picked].astype(_RUN_TYPES[name][0], copy=False)
+                           if name in columns else np.full(len(picked), value, _RUN_TYPES[name][0]))
+                    for name, value in fixed.items()}
 
 
 def _table_encoding(table, magic, given, now):
@@ -239,10 +258,12 @@ def _table_encoding(table, magic, given, now):
     A keyword in `given` overrides its column."""
     import numpy as np
 
-    if any(col.num_chunks > 1 for col in table.columns):
+    columns = table.columns
+    if any(col.num_chunks > 1 for col in columns):
         table = table.combine_chunks()
+        columns = table.columns
     column = {name: col.chunk(0) if col.num_chunks else None
-              for name, col in zip(table.column_names, table.columns)}
+              for name, col in zip(table.column_names, columns)}
     if "value" not in column:
         raise ValueError("a table to encode needs a 'value' column")
     n = table.num_rows
@@ -262,23 +283,22 @@ def _table_encoding(table, magic, given, now):
     if magic == 2:
         for name, keyword in _BATCH_COLUMNS.items():
             if name in column and keyword not in given:
-                per_row[keyword] = _column_array(column[name], name, np.int64)
-    sequences = None
+                per_row[keyword] = _column_array(column[name], name, _RUN_TYPES[keyword][0]
+                                                 ).astype(np.int64, copy=False)
     if magic == 2 and "sequence" in column and "base_sequence" not in given:
-        sequences = _column_array(column["sequence"], "sequence", np.int32)
+        per_row["base_sequence"] = _column_array(column["sequence"], "sequence", np.int32)
+        below = np.flatnonzero(per_row["base_sequence"] < -1)
+        if len(below):
+            raise ValueError(f"sequence {per_row['base_sequence'][below[0]]} is below -1, "
+                             f"Kafka's 'no sequence' (row {below[0]})")
     if magic == 0 or "timestamp_type" in given:
         types = None
-    # Client-built record sets may start each batch at offset 0 again.
-    starts = batch_starts(n, offsets, timestamps, types, sequences, list(per_row.values()))
-    fixed = _fixed_attributes(given)
-    # Each run's attributes are its first row's, picked for all runs at once.
-    first_rows = {keyword: values[starts].tolist() for keyword, values in per_row.items()}
     if types is not None:
-        first_rows["timestamp_type"] = (types[starts] == 1).astype(int).tolist()
-    if sequences is not None:
-        first_rows["base_sequence"] = sequences[starts].tolist()
-    return rows, [_Run(start, stop, **dict(fixed, **{k: v[i] for k, v in first_rows.items()}))
-                  for i, (start, stop) in enumerate(zip(starts, starts[1:] + [n]))]
+        per_row["timestamp_type"] = (types == 1).astype(np.int32)
+    # Client-built record sets may start each batch at offset 0 again.
+    starts = batch_starts(n, offsets, timestamps, types, per_row.get("base_sequence"),
+                          [per_row[k] for k in _BATCH_COLUMNS.values() if k in per_row])
+    return rows, _runs(starts, _fixed_attributes(given), per_row)
 
 
 def encode(records, *, magic=2, compression="none", compression_level=None, base_offset=None,
@@ -311,29 +331,28 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
         ("partition_leader_epoch", partition_leader_epoch)) if value is not None}
     now = int(time.time() * 1000)
     if hasattr(records, "column_names") and hasattr(records, "num_rows"):
-        rows, runs = _table_encoding(records, magic, given, now)
+        rows, (starts, runs) = _table_encoding(records, magic, given, now)
     else:
+        fixed = _fixed_attributes(given)
         _check_numbering(given.get("base_offset", 0), 1)     # before the core adds to it
         rows = rows_from_records(records, now, Record, given.get("base_offset", 0))
         _check_numbering(given.get("base_offset", 0), len(rows))
-        runs = [_Run(0, len(rows), **_fixed_attributes(given))] if len(rows) else []
-    parts = []
-    for run in runs:
-        if magic == 2:
-            attributes = (0x08 if run.timestamp_type == 1 else 0) | (0x10 if run.transactional
-                                                                     else 0)
-            parts.append(encode_v2(rows, run.start, run.stop, codec=codec,
-                                   level=compression_level, attributes=attributes,
-                                   producer_id=run.producer_id,
-                                   producer_epoch=run.producer_epoch,
-                                   base_sequence=run.base_sequence,
-                                   partition_leader_epoch=run.partition_leader_epoch,
-                                   max_batch_bytes=max_batch_bytes))
-        else:
-            parts.append(encode_legacy(rows, run.start, run.stop, magic=magic, codec=codec,
-                                       level=compression_level,
-                                       timestamp_type=run.timestamp_type,
-                                       max_batch_bytes=max_batch_bytes))
+        starts, runs = _runs([0] if len(rows) else [], fixed, {})
+    if not len(rows):
+        return b""
+    if magic == 2:
+        attributes = (runs["timestamp_type"] == 1) * 0x08 | runs["transactional"] * 0x10
+        return encode_v2(rows, starts, codec=codec, level=compression_level,
+                         attributes=attributes.astype("int32"), producer_id=runs["producer_id"],
+                         producer_epoch=runs["producer_epoch"],
+                         base_sequence=runs["base_sequence"],
+                         partition_leader_epoch=runs["partition_leader_epoch"],
+                         max_batch_bytes=max_batch_bytes)
+    stops = [*starts[1:].tolist(), len(rows)]
+    parts = [encode_legacy(rows, start, stop, magic=magic, codec=codec, level=compression_level,
+                           timestamp_type=timestamp_type, max_batch_bytes=max_batch_bytes)
+             for start, stop, timestamp_type in zip(starts.tolist(), stops,
+                                                    runs["timestamp_type"].tolist())]
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 

@@ -403,7 +403,71 @@ def test_encode_breaks_batches_where_the_columns_change():
     assert kcodec.decode(data, batch_columns=True).equals(table)
 
 
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_encode_writes_many_runs_each_with_its_own_attributes(codec):
+    """A table whose batch columns change every few rows: each run of rows
+    becomes its own batches, split again by max_batch_bytes, all written by
+    one call into the core."""
+    import numpy as np
+    n = 3000
+    rows = np.arange(n)
+    table = pa.table({
+        "value": pa.array([b"v" * (i % 50) for i in range(n)]),
+        "offset": pa.array(rows * 2, pa.int64()),
+        "timestamp": pa.array(rows + 10_000, pa.timestamp("ms", "UTC")),
+        "timestampType": pa.array((rows // 500) % 2, pa.int32()),
+        "producerId": pa.array(rows // 7, pa.int64()),
+        "producerEpoch": pa.array(rows // 11 % 3, pa.int16()),
+        "sequence": pa.array(rows // 7 * 1000 + rows % 7 * 2, pa.int32()),
+        "isTransactional": pa.array(rows // 13 % 2 == 1),
+        "leaderEpoch": pa.array(rows // 17, pa.int32()),
+    })
+    batch_columns = ("producerId", "producerEpoch", "isTransactional", "leaderEpoch")
+    data = kcodec.encode(table, compression=codec, max_batch_bytes=300)
+    assert kcodec.decode(data, batch_columns=True).select(table.column_names).equals(table)
+    expected_runs = 1 + sum(any(table[c][i] != table[c][i - 1] for c in batch_columns)
+                            or table["timestampType"][i] != table["timestampType"][i - 1]
+                            for i in range(1, n))
+    batches = list(kcodec.read_batches(data))
+    assert len(batches) > expected_runs             # max_batch_bytes splits runs too
+    if codec == "none":
+        assert all(b.size <= 300 or b.count == 1 for b in batches)
+    first = 0
+    for b in batches:
+        assert (b.producer_id, b.producer_epoch, b.is_transactional,
+                b.partition_leader_epoch, b.base_sequence) == (
+            table["producerId"][first].as_py(), table["producerEpoch"][first].as_py(),
+            table["isTransactional"][first].as_py(), table["leaderEpoch"][first].as_py(),
+            table["sequence"][first].as_py())
+        first += b.count
+    assert first == n
+
+
 INT32_MAX = (1 << 31) - 1
+
+
+def test_encode_v2_checks_its_runs():
+    import numpy as np
+    from kcodec._core.build import encode_v2, rows_from_records
+    rows = rows_from_records([(b"k", b"v", 1)] * 4, 0, kcodec.Record, 0)
+
+    def runs(starts, **lengths):
+        k = len(starts)
+        return dict(attributes=np.zeros(lengths.get("attributes", k), np.int32),
+                    producer_id=np.full(k, -1, np.int64), producer_epoch=np.full(k, -1, np.int16),
+                    base_sequence=np.full(k, -1, np.int32),
+                    partition_leader_epoch=np.full(k, -1, np.int32))
+
+    def encode(starts, **lengths):
+        return encode_v2(rows, np.array(starts, np.int64), codec=0, level=None,
+                         max_batch_bytes=1 << 20, **runs(starts, **lengths))
+
+    assert [b.count for b in kcodec.read_batches(encode([0, 1, 3]))] == [1, 2, 1]
+    for starts in ([], [1], [0, 0], [0, 2, 1], [0, 4]):
+        with pytest.raises(ValueError, match="run"):
+            encode(starts)
+    with pytest.raises(ValueError, match="1 run attributes for 2 runs"):
+        encode([0, 2], attributes=1)
 
 
 def breaks_by_the_rules(n, offsets, timestamps, types, sequences, attributes):
@@ -510,6 +574,14 @@ def test_encode_rejects_offsets_and_timestamp_types_kafka_cannot_hold():
     for rows in ([(b"k", b"v")], pa.table({"value": [b"v"]})):
         with pytest.raises(ValueError, match="do not fit"):
             kcodec.encode(rows, base_offset=2**63)
+    with pytest.raises(ValueError, match="'producerEpoch'"):
+        kcodec.encode(pa.table({"value": [b"a"], "producerEpoch": pa.array([70000], pa.int64())}))
+    # -1 is "no sequence"; a lower one is no sequence Kafka writes.
+    with pytest.raises(ValueError, match=r"sequence -5 is below -1, Kafka's 'no sequence' \(row 1\)"):
+        kcodec.encode(pa.table({"value": [b"a", b"b"], "producerId": pa.array([1, 1], pa.int64()),
+                                "sequence": pa.array([-1, -5], pa.int32())}))
+    with pytest.raises(ValueError, match=r"base_sequence -5 is outside -1\.\.2147483647"):
+        kcodec.encode(pa.table({"value": [b"a"]}), producer_id=1, base_sequence=-5)
 
 
 def test_magic_0_rows_keep_no_timestamp_in_newer_magics():

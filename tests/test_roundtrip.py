@@ -149,6 +149,7 @@ def test_legacy_reencode_reads_the_same(recs, magic, codec, base_offset, max_bat
     dict(base_offset=(1 << 63) - 2),                         # offsets 2**63-2 .. 2**63
     dict(base_offset=-5),
     dict(producer_id=1, base_sequence=1 << 31),
+    dict(producer_id=1, base_sequence=-5),                   # -1 is the only 'none'
     dict(partition_leader_epoch=1 << 31),
 ])
 def test_encode_refuses_values_its_fields_cannot_hold(params):

@@ -14,9 +14,10 @@ def batch_starts(n: int, offsets: Optional[np.ndarray], timestamps: np.ndarray,
 def rows_from_arrow(key: Optional[pa.Array], value: pa.Array, timestamps: np.ndarray,
                     headers: Optional[pa.Array], n: int, offsets: Optional[np.ndarray],
                     base_offset: int) -> Rows: ...
-def encode_v2(rows: Rows, first: int, end: int, *, codec: int, level: Optional[int], attributes: int,
-              producer_id: int, producer_epoch: int, base_sequence: int,
-              partition_leader_epoch: int, max_batch_bytes: int) -> bytes: ...
+def encode_v2(rows: Rows, starts: np.ndarray, *, codec: int, level: Optional[int],
+              attributes: np.ndarray, producer_id: np.ndarray, producer_epoch: np.ndarray,
+              base_sequence: np.ndarray, partition_leader_epoch: np.ndarray,
+              max_batch_bytes: int) -> bytes: ...
 def encode_control(type_id: int, *, producer_id: int, producer_epoch: int, offset: int,
                    coordinator_epoch: int, timestamp: int,
                    partition_leader_epoch: int = -1) -> bytes: ...

@@ -12,14 +12,14 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t,
 from libc.string cimport memcpy
 
 from kcodec._core.wire cimport *
-from kcodec._core.crc cimport crc32c_of, crc32_of
+from kcodec._core.crc cimport crc32c_raw, crc32_of
 
 from kcodec import compression as _compression
 
 cdef object _compress = _compression.compress
 cdef tuple NO_HEADERS = ()
 
-from kcodec._core.records cimport LOG_OVERHEAD, V2_HEADER, seq_add
+from kcodec._core.records cimport LOG_OVERHEAD, V2_HEADER, seq_advance
 from kcodec._core.columns cimport take_memory, give_back
 
 cdef enum:
@@ -348,7 +348,7 @@ cdef Py_ssize_t sequence_skips(const int32_t* seq, const int64_t* off, Py_ssize_
     while i < n:
         if off != NULL:
             step = off[i] - off[i - 1]
-        if seq[i] != seq_add(seq[i - 1], <int32_t>(step % (<int64_t>INT32_MAX + 1))):
+        if seq[i] != seq_advance(seq[i - 1], step):
             return i
         i += 1
     return n
@@ -518,7 +518,7 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
 cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int64_t base_offset,
                           int32_t last_offset_delta, int attributes, int64_t base_ts,
                           int64_t max_ts, int64_t producer_id, int16_t producer_epoch,
-                          int32_t base_sequence, int32_t partition_leader_epoch) noexcept:
+                          int32_t base_sequence, int32_t partition_leader_epoch) noexcept nogil:
     """The 61-byte header in front of records_len bytes of records, CRC included."""
     store_u64(p, <uint64_t>base_offset)
     store_u32(p + 8, <uint32_t>(V2_HEADER - LOG_OVERHEAD + records_len))
@@ -532,34 +532,98 @@ cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int
     store_u16(p + 51, <uint16_t>producer_epoch)
     store_u32(p + 53, <uint32_t>base_sequence)
     store_u32(p + 57, <uint32_t>count)
-    store_u32(p + 17, crc32c_of(p + 21, V2_HEADER - 21 + records_len))
+    store_u32(p + 17, crc32c_raw(p + 21, V2_HEADER - 21 + records_len))
+
+
+cdef struct Run:                 # rows [start, stop), written with one set of batch attributes
+    Py_ssize_t start
+    Py_ssize_t stop
+    int attributes               # without the codec's bits
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence        # row start's; a batch's advances with its offset
+    int32_t partition_leader_epoch
 
 
 cdef struct BatchExtent:
+    Run* run
     Py_ssize_t stop              # the row after its last
     Py_ssize_t size              # bytes of its records
     int64_t max_ts
 
 
-def encode_v2(Rows rows, Py_ssize_t first, Py_ssize_t end, *, int codec, level, int attributes,
-              int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
-              int32_t partition_leader_epoch, Py_ssize_t max_batch_bytes):
-    """Encode rows [first, end) as v2 batches of at most max_batch_bytes each
-    (before compression; a batch always takes at least one record), all with
-    these attributes and producer. base_sequence is row `first`'s; a batch's
-    advances with its offset. Returns bytes."""
-    cdef Py_ssize_t start = first, stop, size, total = 0, n_batches = 0, b
+cdef void write_batch_header(Rows rows, Run* run, Py_ssize_t start, Py_ssize_t stop, uint8_t* p,
+                             Py_ssize_t records_len, int codec, int64_t max_ts) noexcept nogil:
+    """The header of the batch of rows [start, stop) of `run`."""
+    cdef int64_t base_offset = rows.rows[start].offset
+    write_v2_header(p, records_len, <int32_t>(stop - start), base_offset,
+                    <int32_t>(rows.rows[stop - 1].offset - base_offset), run.attributes | codec,
+                    rows.rows[start].timestamp, max_ts, run.producer_id, run.producer_epoch,
+                    seq_advance(run.base_sequence, base_offset - rows.rows[run.start].offset),
+                    run.partition_leader_epoch)
+
+
+@cython.boundscheck(False)        # the arrays' lengths are checked first
+@cython.wraparound(False)
+def encode_v2(Rows rows, starts, *, int codec, level, attributes, producer_id, producer_epoch,
+              base_sequence, partition_leader_epoch, Py_ssize_t max_batch_bytes):
+    """Encode all rows as v2 batches of at most max_batch_bytes each (before
+    compression; a batch always takes at least one record), in runs: run k is
+    rows [starts[k], starts[k + 1]) (the last, to the end; starts[0] is 0), and
+    its batches take element k of attributes (int32), producer_id (int64),
+    producer_epoch (int16), base_sequence (int32: row starts[k]'s) and
+    partition_leader_epoch (int32), arrays of one element a run. Returns bytes."""
+    cdef const int64_t[::1] start_rows = starts
+    cdef const int32_t[::1] attrs = attributes
+    cdef const int64_t[::1] pids = producer_id
+    cdef const int16_t[::1] epochs = producer_epoch
+    cdef const int32_t[::1] sequences = base_sequence
+    cdef const int32_t[::1] leader_epochs = partition_leader_epoch
+    cdef Py_ssize_t n_runs = start_rows.shape[0], k
+    cdef size_t capacity
+    cdef Run* runs
+    for length in (attrs.shape[0], pids.shape[0], epochs.shape[0], sequences.shape[0],
+                   leader_epochs.shape[0]):
+        if length != n_runs:
+            raise ValueError(f"{length} run attributes for {n_runs} runs")
+    if n_runs == 0 or rows.n == 0 or start_rows[0] != 0:
+        raise ValueError(f"{n_runs} runs for {rows.n} rows: the first must start at row 0")
+    for k in range(1, n_runs):
+        if not start_rows[k - 1] < start_rows[k] < rows.n:
+            raise ValueError(f"run {k} starts at row {start_rows[k]}: runs must start "
+                             f"after row {start_rows[k - 1]} and before row {rows.n}")
+    runs = <Run*>take_memory(n_runs * sizeof(Run), &capacity)
+    if runs == NULL:
+        raise MemoryError()
+    try:
+        for k in range(n_runs):
+            runs[k].start = start_rows[k]
+            runs[k].stop = start_rows[k + 1] if k + 1 < n_runs else rows.n
+            runs[k].attributes = attrs[k]
+            runs[k].producer_id = pids[k]
+            runs[k].producer_epoch = epochs[k]
+            runs[k].base_sequence = sequences[k]
+            runs[k].partition_leader_epoch = leader_epochs[k]
+        if codec:
+            return compressed_batches(rows, runs, n_runs, codec, level, max_batch_bytes)
+        return uncompressed_batches(rows, runs, n_runs, max_batch_bytes)
+    finally:
+        give_back(runs, capacity)
+
+
+cdef bytes compressed_batches(Rows rows, Run* runs, Py_ssize_t n_runs, int codec, level,
+                              Py_ssize_t max_batch_bytes):
+    """The runs' batches, each batch's records compressed by the codec library."""
+    cdef Py_ssize_t k, start, stop, size
     cdef int64_t max_ts
     cdef list parts = []
     cdef bytes out, records
     cdef uint8_t* p
     cdef const uint8_t[::1] compressed
-    if not 0 <= first < end <= rows.n:
-        raise ValueError(f"rows {first}..{end} of {rows.n}")
-    attributes |= codec
-    if codec:
-        while start < end:
-            stop = split_batch(rows, start, end, max_batch_bytes, &size, &max_ts)
+    for k in range(n_runs):
+        start = runs[k].start
+        while start < runs[k].stop:
+            stop = split_batch(rows, start, runs[k].stop, max_batch_bytes, &size, &max_ts)
             records = PyBytes_FromStringAndSize(NULL, size)
             p = <uint8_t*>PyBytes_AS_STRING(records)
             write_records(rows, start, stop, p, p + size)
@@ -569,61 +633,55 @@ def encode_v2(Rows rows, Py_ssize_t first, Py_ssize_t end, *, int codec, level, 
             p = <uint8_t*>PyBytes_AS_STRING(out)
             if size:
                 memcpy(p + V2_HEADER, &compressed[0], size)
-            write_batch_header(rows, first, start, stop, p, size, attributes, max_ts, producer_id,
-                               producer_epoch, base_sequence, partition_leader_epoch)
+            with nogil:
+                write_batch_header(rows, &runs[k], start, stop, p, size, codec, max_ts)
             parts.append(out)
             start = stop
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-    # Uncompressed: find every batch's extent first, then write all of them
-    # into one buffer of the final size.
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+cdef bytes uncompressed_batches(Rows rows, Run* runs, Py_ssize_t n_runs,
+                                Py_ssize_t max_batch_bytes):
+    """The runs' batches, every batch's extent found first, then all of them
+    written into one buffer of the final size, without the GIL."""
+    cdef Py_ssize_t k, b, start = 0, total = 0, n_batches = 0
     cdef size_t capacity
-    cdef BatchExtent* batches = <BatchExtent*>take_memory((end - first) * sizeof(BatchExtent),
-                                                          &capacity)
     cdef BatchExtent* batch
+    cdef BatchExtent* batches = <BatchExtent*>take_memory(rows.n * sizeof(BatchExtent), &capacity)
+    cdef bytes out
+    cdef uint8_t* p
+    cdef const uint8_t* end
+    if batches == NULL:
+        raise MemoryError()
     try:
-        if batches == NULL:
-            raise MemoryError()
         with nogil:
-            while start < end:
-                batch = &batches[n_batches]
-                batch.stop = split_batch(rows, start, end, max_batch_bytes, &batch.size,
-                                         &batch.max_ts)
-                total += V2_HEADER + batch.size
-                start = batch.stop
-                n_batches += 1
+            for k in range(n_runs):
+                start = runs[k].start
+                while start < runs[k].stop:
+                    batch = &batches[n_batches]
+                    batch.run = &runs[k]
+                    batch.stop = split_batch(rows, start, runs[k].stop, max_batch_bytes,
+                                             &batch.size, &batch.max_ts)
+                    total += V2_HEADER + batch.size
+                    start = batch.stop
+                    n_batches += 1
         out = PyBytes_FromStringAndSize(NULL, total)
         p = <uint8_t*>PyBytes_AS_STRING(out)
-        start = first
-        # Each batch's records are written before its header, which covers
-        # the bytes they may overwrite past their end.
-        for b in range(n_batches):
-            batch = &batches[b]
-            write_records(rows, start, batch.stop, p + V2_HEADER,
-                          <uint8_t*>PyBytes_AS_STRING(out) + total)
-            write_batch_header(rows, first, start, batch.stop, p, batch.size, attributes,
-                               batch.max_ts, producer_id, producer_epoch, base_sequence,
-                               partition_leader_epoch)
-            p += V2_HEADER + batch.size
-            start = batch.stop
+        end = p + total
+        with nogil:
+            start = 0
+            # Each batch's records are written before its header, which covers
+            # the bytes they may overwrite past their end.
+            for b in range(n_batches):
+                batch = &batches[b]
+                write_records(rows, start, batch.stop, p + V2_HEADER, end)
+                write_batch_header(rows, batch.run, start, batch.stop, p, batch.size, 0,
+                                   batch.max_ts)
+                p += V2_HEADER + batch.size
+                start = batch.stop
         return out
     finally:
-        if batches != NULL:
-            give_back(batches, capacity)
-
-
-cdef void write_batch_header(Rows rows, Py_ssize_t first, Py_ssize_t start, Py_ssize_t stop,
-                             uint8_t* p, Py_ssize_t records_len, int attributes, int64_t max_ts,
-                             int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
-                             int32_t partition_leader_epoch) noexcept:
-    """The header of the batch of rows [start, stop), in a run of batches
-    from row `first` whose sequence is base_sequence."""
-    cdef int64_t base_offset = rows.rows[start].offset
-    cdef int64_t run_delta = base_offset - rows.rows[first].offset
-    write_v2_header(p, records_len, <int32_t>(stop - start), base_offset,
-                    <int32_t>(rows.rows[stop - 1].offset - base_offset), attributes,
-                    rows.rows[start].timestamp, max_ts, producer_id, producer_epoch,
-                    seq_add(base_sequence, <int32_t>(run_delta % (<int64_t>INT32_MAX + 1))),
-                    partition_leader_epoch)
+        give_back(batches, capacity)
 
 
 def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, int64_t offset,
@@ -646,9 +704,15 @@ def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, 
     rows.rows[0].first_header = 0
     rows.rows[0].n_headers = 0
     rows.rows[0].fields = fields_size(rows, &rows.rows[0])
-    return encode_v2(rows, 0, 1, codec=0, level=None, attributes=0x30,
-                     producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
-                     partition_leader_epoch=partition_leader_epoch, max_batch_bytes=1 << 30)
+    cdef Run run
+    run.start = 0
+    run.stop = 1
+    run.attributes = 0x30        # transactional, control
+    run.producer_id = producer_id
+    run.producer_epoch = producer_epoch
+    run.base_sequence = -1
+    run.partition_leader_epoch = partition_leader_epoch
+    return uncompressed_batches(rows, &run, 1, 1 << 30)
 
 
 # ------------------------------------------------------------ v0/v1 messages

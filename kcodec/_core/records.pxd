@@ -101,6 +101,11 @@ cdef inline int32_t seq_add(int32_t base, int32_t delta) noexcept nogil:
     return <int32_t>s
 
 
+cdef inline int32_t seq_advance(int32_t base, int64_t step) noexcept nogil:
+    """base advanced by `step` (>= 0) offsets, a step that may pass INT32_MAX."""
+    return seq_add(base, <int32_t>(step % (<int64_t>0x7FFFFFFF + 1)))
+
+
 cdef inline int past_record(int st) noexcept nogil:
     return F_FIELD_PAST_RECORD if st == F_TRUNCATED else st
 
