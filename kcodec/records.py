@@ -170,7 +170,7 @@ _DEFAULTS = {"base_offset": 0, "timestamp_type": "CreateTime", "producer_id": -1
              "producer_epoch": -1, "base_sequence": -1, "transactional": False,
              "partition_leader_epoch": -1}
 # Each batch attribute of a run of rows: the type the core takes it in, and
-# the least and greatest value Kafka can hold (sequences: -1 is "none").
+# the least and greatest value its keyword may have (sequences: -1 is "none").
 _RUN_TYPES = {"timestamp_type": ("int32", 0, 1), "transactional": ("bool", None, None),
               "producer_id": ("int64", -(1 << 63), (1 << 63) - 1),
               "producer_epoch": ("int16", -(1 << 15), (1 << 15) - 1),
@@ -294,7 +294,7 @@ def _table_encoding(table, magic, given, now):
     if magic == 0 or "timestamp_type" in given:
         types = None
     if types is not None:
-        per_row["timestamp_type"] = (types == 1).astype(np.int32)
+        per_row["timestamp_type"] = types
     # Client-built record sets may start each batch at offset 0 again.
     starts = batch_starts(n, offsets, timestamps, types, per_row.get("base_sequence"),
                           [per_row[k] for k in _BATCH_COLUMNS.values() if k in per_row])
