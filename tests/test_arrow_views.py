@@ -99,6 +99,24 @@ def test_empty_input():
                                                views=True)
 
 
+@pytest.mark.parametrize("first_with_headers", [None, 0, 1, 7, 29])
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_records_without_headers_then_with_them(first_with_headers, codec):
+    """Views of records without headers take a loop of their own until the
+    first record that has some, mid-batch or in a later batch; the rows
+    after it go on in the loop that reads headers."""
+    records = [(b"k%d" % i, b"value %d, longer than twelve bytes" % i, 1_700_000_000_000 + i,
+                [("h", b"x" * i), ("g", None)]
+                if first_with_headers is not None and (
+                    i == first_with_headers or i > first_with_headers and i % 3) else None)
+               for i in range(30)]
+    data = kcodec.encode(records, compression=codec, max_batch_bytes=600)
+    assert len(list(kcodec.read_batches(data))) > 2
+    views = assert_views_match_copies(data)
+    assert views.column("headers").to_pylist() == [
+        [{"key": k, "value": v} for k, v in r[3]] if r[3] else None for r in records]
+
+
 @pytest.mark.parametrize("magic", [0, 1, 2])
 def test_values_point_into_the_input_not_a_copy(magic):
     records = RECORDS if magic == 2 else [r[:3] for r in RECORDS]

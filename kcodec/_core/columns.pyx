@@ -363,15 +363,18 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
     cdef int st
     if b.items == NULL:
         if rest_of_block_fits(b, o):
-            if o.views:
-                return fill_records(b, o, <ViewsV2Block*>NULL)
             if not o.headers_seen:
-                st = fill_records(b, o, <HeaderlessV2Block*>NULL)
+                if o.views:
+                    st = fill_records(b, o, <HeaderlessViewsV2Block*>NULL)
+                else:
+                    st = fill_records(b, o, <HeaderlessV2Block*>NULL)
                 if st != HEADERS_AHEAD:
                     return st
                 # Still fits: no record takes fewer than V2_MIN_RECORD bytes,
                 # nor adds more key or value bytes than it has.
                 o.headers_seen = True
+            if o.views:
+                return fill_records(b, o, <ViewsV2Block*>NULL)
             return fill_records(b, o, <PlainV2Block*>NULL)
         if (b.end - b.next <= MAX_RESERVED_BLOCK and o.most[KEY_BYTES] <= MAX_ARROW_BYTES
                 and o.most[VALUE_BYTES] <= MAX_ARROW_BYTES):
@@ -438,8 +441,8 @@ cdef int fill_grown(Block* b, Out* o) noexcept nogil:
 # records have no headers, which stops (HEADERS_AHEAD) at the first record
 # that has some (without the header columns' state kept across records, that
 # loop keeps its locals in registers: about 25 fewer instructions a record,
-# most of them loads and stores of spilled locals); and for a v2 block whose
-# rows fit, under views (keys and values take no column bytes there).
+# most of them loads and stores of spilled locals); and the same two for a v2
+# block whose rows fit, under views (keys and values take no column bytes there).
 cdef struct AnyBlock:
     char unused
 cdef struct PlainV2Block:
@@ -448,11 +451,14 @@ cdef struct HeaderlessV2Block:
     char unused
 cdef struct ViewsV2Block:
     char unused
+cdef struct HeaderlessViewsV2Block:
+    char unused
 ctypedef fused BlockKind:
     AnyBlock
     PlainV2Block
     HeaderlessV2Block
     ViewsV2Block
+    HeaderlessViewsV2Block
 cdef enum:
     HEADERS_AHEAD = 4        # fill_records' status, beside fill's
 
@@ -491,7 +497,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef Slot r                                      # the record being added
     cdef HeaderAt* kept = b.kept
     cdef bint any_block = BlockKind is AnyBlock
-    cdef bint headerless = BlockKind is HeaderlessV2Block
+    cdef bint headerless = BlockKind is HeaderlessV2Block or BlockKind is HeaderlessViewsV2Block
     cdef Slot* items = b.items if any_block else NULL
     cdef V2Base v2 = b.v2
     cdef const uint8_t* base = b.base
@@ -526,7 +532,8 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef uint8_t* header_value_data = o.mem[B_HEADER_VALUE_DATA]
     cdef uint8_t* header_value_nulls = o.mem[B_HEADER_VALUE_NULLS]
     cdef bint batch_columns = o.enabled[B_PRODUCER_ID]
-    cdef bint views = BlockKind is ViewsV2Block or (any_block and o.views)
+    cdef bint views = (BlockKind is ViewsV2Block or BlockKind is HeaderlessViewsV2Block
+                       or (any_block and o.views))
     cdef Py_ssize_t row = o.used[PER_ROW], h = o.used[PER_HEADER]
     # The record index is row + row_to_index: one counter for both, and the
     # loop ends at stop_row.
