@@ -9,7 +9,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 CORE = Path("kcodec") / "_core"
-# columns.pyx compiles its record loop four times (fill_records); by default
+# columns.pyx compiles its record loop five times (fill_records); by default
 # GCC then stops inlining the record parser and the copies into them (its
 # growth limits for one function and for the module), and calls them per record.
 # The limits leave room to spare: at 1000% growth, four more lines in the

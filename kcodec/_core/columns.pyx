@@ -36,8 +36,8 @@ from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_
 from kcodec._core.records cimport (
     Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,
     LOG_OVERHEAD, V2_HEADER, V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
-    legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, scan_messages,
-    v2_records_end, wrapper_of,
+    legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, record_sequence,
+    scan_messages, v2_records_end, wrapper_of,
 )
 from kcodec._core.system_codecs cimport (
     LZ4, Inflater, decompress_batch, decompress_in_core, decompress_with_gil, inflates,
@@ -636,7 +636,8 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
         if batch_columns:
             (<int64_t*>o.mem[B_PRODUCER_ID])[row] = producer_id
             (<int16_t*>o.mem[B_PRODUCER_EPOCH])[row] = producer_epoch
-            (<int32_t*>o.mem[B_SEQUENCE])[row] = r.sequence
+            (<int32_t*>o.mem[B_SEQUENCE])[row] = (r.sequence if items != NULL
+                                                  else record_sequence(&v2, r.offset))
             mark(o.mem[B_TRANSACTIONAL], row, transactional)
             (<int32_t*>o.mem[B_LEADER_EPOCH])[row] = leader_epoch
         row += 1

@@ -101,6 +101,13 @@ cdef inline int32_t seq_add(int32_t base, int32_t delta) noexcept nogil:
     return <int32_t>s
 
 
+cdef inline int32_t record_sequence(V2Base* v, int64_t offset) noexcept nogil:
+    """The sequence of a v2 record at `offset`: its batch's base sequence
+    advanced by its offset delta. Not part of parse_v2_record, which would pay
+    for it on every record: most readers never ask for it."""
+    return seq_add(v.sequence, <int32_t>(<uint64_t>offset - <uint64_t>v.offset))
+
+
 cdef inline int32_t seq_advance(int32_t base, int64_t step) noexcept nogil:
     """base advanced by `step` (>= 0) offsets, a step that may pass INT32_MAX."""
     return seq_add(base, <int32_t>(step % (<int64_t>0x7FFFFFFF + 1)))
@@ -192,7 +199,6 @@ cdef inline int parse_v2_record(const uint8_t* base, const uint8_t** pp, const u
     s.headers_count = n_headers
     s.header_key_bytes = key_bytes
     s.header_value_bytes = value_bytes
-    s.sequence = seq_add(v.sequence, offset_delta)
     s.magic = 2
     pp[0] = p
     return OK

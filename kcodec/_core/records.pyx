@@ -173,6 +173,7 @@ cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* 
         st = parse_v2_record(base, &p, end, count, i, v, &slots[i], fi, NULL, 0)
         if st:
             return st
+        slots[i].sequence = record_sequence(v, slots[i].offset)
     return v2_records_end(base, p, end, count, fi)
 
 
