@@ -3,6 +3,7 @@
 All format rules live in the compiled core (kcodec._core); this module only
 chooses options, filters transactions and normalises what callers pass in.
 """
+import operator
 import time
 from collections import namedtuple
 
@@ -170,8 +171,9 @@ _DEFAULTS = {"base_offset": 0, "timestamp_type": "CreateTime", "producer_id": -1
              "producer_epoch": -1, "base_sequence": -1, "transactional": False,
              "partition_leader_epoch": -1}
 # Each batch attribute of a run of rows: the type the core takes it in, and
-# the least and greatest value its keyword may have (sequences: -1 is "none").
-_RUN_TYPES = {"timestamp_type": ("int32", 0, 1), "transactional": ("bool", None, None),
+# the least and greatest value its keyword or column may have (sequences: -1
+# is "none"; the timestamp type is checked by name, or by batch_starts).
+_RUN_TYPES = {"timestamp_type": ("int32", None, None), "transactional": ("bool", None, None),
               "producer_id": ("int64", -(1 << 63), (1 << 63) - 1),
               "producer_epoch": ("int16", -(1 << 15), (1 << 15) - 1),
               "base_sequence": ("int32", -1, (1 << 31) - 1),
@@ -233,8 +235,10 @@ def _fixed_attributes(given):
     fixed["timestamp_type"] = _TIMESTAMP_TYPES[fixed["timestamp_type"]]
     for name, value in fixed.items():
         _, least, greatest = _RUN_TYPES[name]
-        if least is not None and not least <= value <= greatest:
-            raise ValueError(f"{name} {value} is outside {least}..{greatest}")
+        if least is not None:
+            fixed[name] = value = operator.index(value)      # no float, truncated
+            if not least <= value <= greatest:
+                raise ValueError(f"{name} {value} is outside {least}..{greatest}")
     return fixed
 
 
@@ -252,10 +256,10 @@ def _runs(starts, fixed, columns):
 def _table_encoding(table, magic, given, now):
     """Rows straight from a pyarrow.Table's buffers (decode()'s column names;
     only value is required), and the runs of rows that one set of batch
-    attributes covers. Runs break where offsets do not increase and where the
-    columns that say a batch's attributes change (timestampType, and with
-    magic 2 the producer, sequence, transaction and leader epoch columns).
-    A keyword in `given` overrides its column."""
+    attributes covers, as _runs gives them. Runs break where offsets do not
+    increase and where the columns that say a batch's attributes change
+    (timestampType, and with magic 2 the producer, sequence, transaction and
+    leader epoch columns). A keyword in `given` overrides its column."""
     import numpy as np
 
     columns = table.columns
@@ -287,9 +291,10 @@ def _table_encoding(table, magic, given, now):
                                                  ).astype(np.int64, copy=False)
     if magic == 2 and "sequence" in column and "base_sequence" not in given:
         per_row["base_sequence"] = _column_array(column["sequence"], "sequence", np.int32)
-        below = np.flatnonzero(per_row["base_sequence"] < -1)
+        least = _RUN_TYPES["base_sequence"][1]
+        below = np.flatnonzero(per_row["base_sequence"] < least)
         if len(below):
-            raise ValueError(f"sequence {per_row['base_sequence'][below[0]]} is below -1, "
+            raise ValueError(f"sequence {per_row['base_sequence'][below[0]]} is below {least}, "
                              f"Kafka's 'no sequence' (row {below[0]})")
     if magic == 0 or "timestamp_type" in given:
         types = None

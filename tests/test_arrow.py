@@ -406,8 +406,8 @@ def test_encode_breaks_batches_where_the_columns_change():
 @pytest.mark.parametrize("codec", ["none", "lz4"])
 def test_encode_writes_many_runs_each_with_its_own_attributes(codec):
     """A table whose batch columns change every few rows: each run of rows
-    becomes its own batches, split again by max_batch_bytes, all written by
-    one call into the core."""
+    becomes its own batches, split again by max_batch_bytes, each batch with
+    its first row's attributes and base sequence."""
     import numpy as np
     n = 3000
     rows = np.arange(n)
@@ -582,6 +582,9 @@ def test_encode_rejects_offsets_and_timestamp_types_kafka_cannot_hold():
                                 "sequence": pa.array([-1, -5], pa.int32())}))
     with pytest.raises(ValueError, match=r"base_sequence -5 is outside -1\.\.2147483647"):
         kcodec.encode(pa.table({"value": [b"a"]}), producer_id=1, base_sequence=-5)
+    for rows in ([(b"k", b"v")], pa.table({"value": [b"v"]})):
+        with pytest.raises(TypeError, match="float"):
+            kcodec.encode(rows, producer_id=1.5)            # not 1
 
 
 def test_magic_0_rows_keep_no_timestamp_in_newer_magics():

@@ -102,9 +102,9 @@ def test_empty_input():
 @pytest.mark.parametrize("first_with_headers", [None, 0, 1, 7, 29])
 @pytest.mark.parametrize("codec", ["none", "lz4"])
 def test_records_without_headers_then_with_them(first_with_headers, codec):
-    """Views of records without headers take a loop of their own until the
-    first record that has some, mid-batch or in a later batch; the rows
-    after it go on in the loop that reads headers."""
+    """Views equal copies across the switch from the loop for records
+    without headers to the one that reads them, at the first record that
+    has some: in the first batch, mid-batch, in a later batch, or never."""
     records = [(b"k%d" % i, b"value %d, longer than twelve bytes" % i, 1_700_000_000_000 + i,
                 [("h", b"x" * i), ("g", None)]
                 if first_with_headers is not None and (

@@ -19,7 +19,9 @@ from kcodec import compression as _compression
 cdef object _compress = _compression.compress
 cdef tuple NO_HEADERS = ()
 
-from kcodec._core.records cimport LOG_OVERHEAD, V2_HEADER, seq_advance
+from kcodec._core.records cimport (
+    LOG_OVERHEAD, NOGIL_MIN_BYTES, V2_HEADER, V2_MIN_RECORD, seq_advance,
+)
 from kcodec._core.columns cimport take_memory, give_back
 
 cdef enum:
@@ -586,7 +588,9 @@ def encode_v2(Rows rows, starts, *, int codec, level, attributes, producer_id, p
                    leader_epochs.shape[0]):
         if length != n_runs:
             raise ValueError(f"{length} run attributes for {n_runs} runs")
-    if n_runs == 0 or rows.n == 0 or start_rows[0] != 0:
+    if rows.n == 0:
+        raise ValueError("no rows to encode")
+    if n_runs == 0 or start_rows[0] != 0:
         raise ValueError(f"{n_runs} runs for {rows.n} rows: the first must start at row 0")
     for k in range(1, n_runs):
         if not start_rows[k - 1] < start_rows[k] < rows.n:
@@ -633,52 +637,75 @@ cdef bytes compressed_batches(Rows rows, Run* runs, Py_ssize_t n_runs, int codec
             p = <uint8_t*>PyBytes_AS_STRING(out)
             if size:
                 memcpy(p + V2_HEADER, &compressed[0], size)
-            with nogil:
+            if size >= NOGIL_MIN_BYTES:         # its CRC: else releasing costs more
+                with nogil:
+                    write_batch_header(rows, &runs[k], start, stop, p, size, codec, max_ts)
+            else:
                 write_batch_header(rows, &runs[k], start, stop, p, size, codec, max_ts)
             parts.append(out)
             start = stop
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+cdef Py_ssize_t plan_batches(Rows rows, Run* runs, Py_ssize_t n_runs, Py_ssize_t max_batch_bytes,
+                             BatchExtent* batches, Py_ssize_t* total) noexcept nogil:
+    """Every batch's extent, in `batches`; returns how many, and their bytes in `total`."""
+    cdef Py_ssize_t k, start, n_batches = 0
+    cdef BatchExtent* batch
+    total[0] = 0
+    for k in range(n_runs):
+        start = runs[k].start
+        while start < runs[k].stop:
+            batch = &batches[n_batches]
+            batch.run = &runs[k]
+            batch.stop = split_batch(rows, start, runs[k].stop, max_batch_bytes, &batch.size,
+                                     &batch.max_ts)
+            total[0] += V2_HEADER + batch.size
+            start = batch.stop
+            n_batches += 1
+    return n_batches
+
+
+cdef void write_batches(Rows rows, BatchExtent* batches, Py_ssize_t n_batches, uint8_t* p,
+                        const uint8_t* end) noexcept nogil:
+    """The planned batches, one after another from p, in a buffer that ends at `end`."""
+    cdef Py_ssize_t b, start = 0
+    cdef BatchExtent* batch
+    # Each batch's records are written before its header, which covers the
+    # bytes they may overwrite past their end.
+    for b in range(n_batches):
+        batch = &batches[b]
+        write_records(rows, start, batch.stop, p + V2_HEADER, end)
+        write_batch_header(rows, batch.run, start, batch.stop, p, batch.size, 0, batch.max_ts)
+        p += V2_HEADER + batch.size
+        start = batch.stop
+
+
 cdef bytes uncompressed_batches(Rows rows, Run* runs, Py_ssize_t n_runs,
                                 Py_ssize_t max_batch_bytes):
     """The runs' batches, every batch's extent found first, then all of them
-    written into one buffer of the final size, without the GIL."""
-    cdef Py_ssize_t k, b, start = 0, total = 0, n_batches = 0
+    written into one buffer of the final size; both without the GIL but for
+    a few bytes, where releasing it costs more than it frees."""
+    cdef Py_ssize_t n_batches, total
     cdef size_t capacity
-    cdef BatchExtent* batch
     cdef BatchExtent* batches = <BatchExtent*>take_memory(rows.n * sizeof(BatchExtent), &capacity)
     cdef bytes out
     cdef uint8_t* p
-    cdef const uint8_t* end
     if batches == NULL:
         raise MemoryError()
     try:
-        with nogil:
-            for k in range(n_runs):
-                start = runs[k].start
-                while start < runs[k].stop:
-                    batch = &batches[n_batches]
-                    batch.run = &runs[k]
-                    batch.stop = split_batch(rows, start, runs[k].stop, max_batch_bytes,
-                                             &batch.size, &batch.max_ts)
-                    total += V2_HEADER + batch.size
-                    start = batch.stop
-                    n_batches += 1
+        if rows.n * V2_MIN_RECORD >= NOGIL_MIN_BYTES:
+            with nogil:
+                n_batches = plan_batches(rows, runs, n_runs, max_batch_bytes, batches, &total)
+        else:
+            n_batches = plan_batches(rows, runs, n_runs, max_batch_bytes, batches, &total)
         out = PyBytes_FromStringAndSize(NULL, total)
         p = <uint8_t*>PyBytes_AS_STRING(out)
-        end = p + total
-        with nogil:
-            start = 0
-            # Each batch's records are written before its header, which covers
-            # the bytes they may overwrite past their end.
-            for b in range(n_batches):
-                batch = &batches[b]
-                write_records(rows, start, batch.stop, p + V2_HEADER, end)
-                write_batch_header(rows, batch.run, start, batch.stop, p, batch.size, 0,
-                                   batch.max_ts)
-                p += V2_HEADER + batch.size
-                start = batch.stop
+        if total >= NOGIL_MIN_BYTES:
+            with nogil:
+                write_batches(rows, batches, n_batches, p, p + total)
+        else:
+            write_batches(rows, batches, n_batches, p, p + total)
         return out
     finally:
         give_back(batches, capacity)

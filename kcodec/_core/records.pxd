@@ -29,7 +29,7 @@ cdef struct Slot:                 # where one record's fields are in its Source
     int32_t headers_count
     int32_t header_key_bytes      # all its header keys' bytes
     int32_t header_value_bytes    # all its (non-null) header values' bytes
-    int32_t sequence
+    int32_t sequence              # set by parse_v2_records and message_slot, not parse_v2_record
     int8_t magic
     int8_t ts_type                # -1 none, 0 CreateTime, 1 LogAppendTime
 
