@@ -31,8 +31,8 @@ class KafkaFormatError(ValueError):
 def located(exc, source, first_byte):
     """`exc` (a KafkaFormatError about input that starts at byte `first_byte`
     of the file `source`) as the same error naming the file and the byte in
-    it; as it is when it names a file already."""
-    if exc.source is not None:
+    it; as it is when it names a file already, or `source` is None."""
+    if source is None or exc.source is not None:
         return exc
     moved = copy.copy(exc)
     moved.source = str(source)

@@ -44,6 +44,7 @@ cdef struct Row:
     Py_ssize_t first_header      # index into Rows.headers (two Blobs a header)
     int32_t n_headers
     Py_ssize_t fields            # v2 record body size less its timestamp and offset deltas
+    Py_ssize_t body              # v2 record body size in its batch, from split_batch
 
 
 @cython.final
@@ -464,21 +465,18 @@ cdef inline Py_ssize_t body_size(Row* row, int64_t ts_delta, int64_t offset_delt
 
 cdef uint8_t* write_records(Rows rows, Py_ssize_t start, Py_ssize_t stop, uint8_t* p,
                             const uint8_t* end) noexcept nogil:
-    """Records [start, stop) of one batch, in a buffer that ends at `end`
-    (bytes past them may be overwritten)."""
+    """Records [start, stop) of one batch, as split_batch sized them, in a
+    buffer that ends at `end` (bytes past them may be overwritten)."""
     cdef Py_ssize_t i, h
     cdef int64_t base_offset = rows.rows[start].offset, base_ts = rows.rows[start].timestamp
-    cdef int64_t ts_delta, offset_delta
     cdef Row* row
     for i in range(start, stop):
         row = &rows.rows[i]
-        ts_delta = row.timestamp - base_ts
-        offset_delta = row.offset - base_offset
-        p = write_varlong(p, body_size(row, ts_delta, offset_delta))
+        p = write_varlong(p, row.body)
         p[0] = 0
         p += 1
-        p = write_varlong(p, ts_delta)
-        p = write_varlong(p, offset_delta)
+        p = write_varlong(p, row.timestamp - base_ts)
+        p = write_varlong(p, row.offset - base_offset)
         p = write_blob(p, end, &row.key, rows.readable[0])
         p = write_blob(p, end, &row.value, rows.readable[1])
         p = write_varlong(p, row.n_headers)
@@ -494,7 +492,7 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
     """Where the batch starting at `start` ends (at most at `end`): records
     while the batch stays within max_batch_bytes (at least one) and their offset
     deltas fit an int32; `size`: the bytes of its records, `max_ts`: their
-    largest timestamp."""
+    largest timestamp. Each row's body size is kept for write_records."""
     cdef Py_ssize_t stop = start, rec, body
     cdef int64_t base_ts = rows.rows[start].timestamp
     cdef int64_t offset_delta
@@ -507,6 +505,7 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
         if offset_delta > INT32_MAX:
             break
         body = body_size(row, row.timestamp - base_ts, offset_delta)
+        row.body = body
         rec = varlong_size(body) + body
         if stop > start and V2_HEADER + size[0] + rec > max_batch_bytes:
             break

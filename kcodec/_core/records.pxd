@@ -296,7 +296,6 @@ cdef class Batch:
     cdef Py_ssize_t first_byte     # ... and that file's byte where its input starts
 
     cdef object _first_offset_hint(self)
-    cdef _fail(self, exc)
     cdef list _loaded(self)
     cdef Source _decompressed(self)
     cdef Slots parsed(self)

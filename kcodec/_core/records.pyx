@@ -610,13 +610,6 @@ cdef class Batch:
     cdef object _first_offset_hint(self):
         return self._base_offset if self.magic == 2 else self.last_offset
 
-    cdef _fail(self, exc):
-        """Raise exc, an error in this batch, naming the file it was read from
-        when known."""
-        if self.source is None:
-            raise exc
-        raise located(exc, self.source, self.first_byte) from None
-
     cdef list _loaded(self):
         cdef Slots slots
         cdef Py_ssize_t i
@@ -628,7 +621,7 @@ cdef class Batch:
                     for r in records:
                         (<Record>r).control = parse_control(<Record>r, self)
                 except KafkaFormatError as exc:
-                    self._fail(exc)
+                    raise located(exc, self.source, self.first_byte) from None
             self._records = records
         return self._records
 
@@ -647,7 +640,7 @@ cdef class Batch:
         try:
             return self._parse()
         except KafkaFormatError as exc:
-            self._fail(exc)
+            raise located(exc, self.source, self.first_byte) from None
 
     cdef Slots _parse(self):
         if self.magic == 2:
@@ -816,8 +809,6 @@ cdef class BatchReader:
         try:
             return self._next_entry()
         except KafkaFormatError as exc:
-            if self.source is None:
-                raise
             raise located(exc, self.source, self.first_byte) from None
 
     cdef Batch _next_entry(self):
