@@ -493,27 +493,29 @@ cdef Py_ssize_t split_batch(Rows rows, Py_ssize_t start, Py_ssize_t end,
     while the batch stays within max_batch_bytes (at least one) and their offset
     deltas fit an int32; `size`: the bytes of its records, `max_ts`: their
     largest timestamp. Each row's body size is kept for write_records."""
-    cdef Py_ssize_t stop = start, rec, body
-    cdef int64_t base_ts = rows.rows[start].timestamp
+    # Totals in locals, written out once: a store through `size` or a Row
+    # could alias them, and would make the loop reload them on every row.
+    cdef Row* row = &rows.rows[start]
+    cdef Row* stop_row = &rows.rows[end]
+    cdef int64_t base_ts = row.timestamp, base_offset = row.offset, largest = base_ts
     cdef int64_t offset_delta
-    cdef Row* row
-    size[0] = 0
-    max_ts[0] = base_ts
-    while stop < end:
-        row = &rows.rows[stop]
-        offset_delta = row.offset - rows.rows[start].offset
+    cdef Py_ssize_t total = 0, rec, body
+    while row < stop_row:
+        offset_delta = row.offset - base_offset
         if offset_delta > INT32_MAX:
             break
         body = body_size(row, row.timestamp - base_ts, offset_delta)
-        row.body = body
         rec = varlong_size(body) + body
-        if stop > start and V2_HEADER + size[0] + rec > max_batch_bytes:
+        if total and V2_HEADER + total + rec > max_batch_bytes:
             break
-        size[0] += rec
-        if row.timestamp > max_ts[0]:
-            max_ts[0] = row.timestamp
-        stop += 1
-    return stop
+        row.body = body
+        total += rec
+        if row.timestamp > largest:
+            largest = row.timestamp
+        row += 1
+    size[0] = total
+    max_ts[0] = largest
+    return row - rows.rows
 
 
 cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int64_t base_offset,
