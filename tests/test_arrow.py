@@ -562,6 +562,9 @@ def test_encode_rejects_offsets_and_timestamp_types_kafka_cannot_hold():
         kcodec.encode(pa.table({"value": [b"a", b"b"], "offset": pa.array([3, -1], pa.int64())}))
     with pytest.raises(ValueError, match="timestampType"):
         kcodec.encode(pa.table({"value": [b"a"], "timestampType": pa.array([2], pa.int32())}))
+    with pytest.raises(ValueError, match=r"timestampType -2 is none of .* \(row 3\)"):
+        kcodec.encode(pa.table({"value": [b"a"] * 5,
+                                "timestampType": pa.array([0, 1, -1, -2, 0], pa.int32())}))
     with pytest.raises(ValueError, match="'producerId' may not hold nulls"):
         kcodec.encode(pa.table({"value": [b"a"], "producerId": pa.array([None], pa.int64())}))
     # A wider column's value that the field cannot hold raises, not wraps
