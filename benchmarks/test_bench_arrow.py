@@ -158,6 +158,53 @@ def test_decode_small_record_set(benchmark, record_rate, peers, small_sets, reco
     record_rate(benchmark, "decode a small record set", f"{records} records", impl, records)
 
 
+MANY_SETS = 2000
+MANY_SET_RECORDS = [1, 10, 100]
+
+
+@pytest.fixture(scope="module")
+def many_sets():
+    """MANY_SETS record sets of n records each, as a Spark column of fetched
+    payloads holds them, and the digest of all their records."""
+    records = bench.make_records(MANY_SETS * max(MANY_SET_RECORDS))
+    out = {}
+    for n in MANY_SET_RECORDS:
+        sets = [kcodec.encode(records[i * n:(i + 1) * n], base_offset=i * n)
+                for i in range(MANY_SETS)]
+        out[n] = (sets, bench.content_digest(records[:MANY_SETS * n]))
+    return out
+
+
+def _each_set(decode):
+    return lambda sets: sum(decode(data) for data in sets)
+
+
+@pytest.mark.parametrize("records", MANY_SET_RECORDS)
+@pytest.mark.parametrize("impl", ["kcodec.decode_many", "kcodec.decode per record set",
+                                  "aiokafka"])
+def test_decode_many_record_sets(benchmark, record_rate, peers, many_sets, records, impl):
+    """2,000 record sets in one call (what explode_records and the decode UDF
+    do with a column of them) against a decode call per record set."""
+    sets, digest = many_sets[records]
+    if impl == "aiokafka":
+        mr = _aiokafka(peers)["MemoryRecords"]
+        rows = [row for data in sets
+                for row in bench.memory_records_rows(mr(data), relative_offsets=True)]
+        assert bench.content_digest(rows) == digest
+        decode = _each_set(bench.aiokafka_decode)
+    elif impl == "kcodec.decode per record set":
+        assert bench.table_digest(kcodec.decode(b"".join(sets))) == digest
+        decode = _each_set(bench.kcodec_decode_arrow)
+    else:
+        table, rows = kcodec.decode_many(sets)
+        assert bench.table_digest(table) == digest and rows.tolist() == [records] * MANY_SETS
+        decode = bench.kcodec_decode_many
+    benchmark.group = f"decode {MANY_SETS:,} record sets of {records}"
+    assert benchmark(decode, sets) == records * MANY_SETS
+    record_rate(benchmark, "decode many record sets", f"{MANY_SETS:,} sets of {records}",
+                impl, records * MANY_SETS)
+
+
 @pytest.mark.parametrize("workload_id", MATRIX)
 def test_encode_arrow(benchmark, record_rate, bench_workload):
     """kcodec.encode(table) from the table kcodec.decode gives, same codec and batch size."""

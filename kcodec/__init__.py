@@ -5,7 +5,7 @@ from .errors import (
     CorruptIndexError, CorruptRecordError, CrcMismatchError, DecompressionError,
     DecompressionLimitError, KafkaFormatError, UnsupportedFormatError,
 )
-from .arrow import decode
+from .arrow import decode, decode_many
 from ._core.columns import kept_memory_limit
 from .records import (
     Batch, ControlRecord, Record, encode, encode_control, read_batches, read_records,
@@ -14,7 +14,7 @@ from .records import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Batch", "ControlRecord", "Record", "read_batches", "read_records", "decode", "encode",
+    "Batch", "ControlRecord", "Record", "read_batches", "read_records", "decode", "decode_many", "encode",
     "encode_control", "kept_memory_limit", "crc32", "crc32c", "hardware_crc32c", "errors",
     "KafkaFormatError", "CorruptRecordError", "CrcMismatchError", "UnsupportedFormatError",
     "DecompressionError", "DecompressionLimitError", "CorruptIndexError",

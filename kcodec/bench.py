@@ -332,6 +332,11 @@ def kcodec_decode_arrow(data):
     return kcodec.decode(data).num_rows
 
 
+def kcodec_decode_many(record_sets):
+    """decode_many: a list of record sets into one table."""
+    return kcodec.decode_many(record_sets)[0].num_rows
+
+
 def kcodec_decode_views(data):
     """decode(views=True): key/value as binary_view columns into the input."""
     return kcodec.decode(data, views=True).num_rows

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
+from kcodec.errors import KafkaFormatError
 from kcodec.spark import (
     decode_record_sets, decode_udf, explode_records, make_decode_udf, record_set_decoder,
     records_type,
@@ -112,3 +113,18 @@ def test_decode_udf_without_headers(spark, history, record_sets):
     flat = df.select(F.explode(udf("payload")).alias("r")).select("r.*")
     assert "headers" not in flat.columns
     assert spark_rows(flat) == without_headers(history.data_records())
+
+
+@pytest.mark.invalid_input
+def test_decode_record_sets_decodes_a_group_at_a_time(monkeypatch, history):
+    from kcodec.spark import functions
+    monkeypatch.setattr(functions, "GROUP_RECORD_SETS", 2)
+    sets = [a.data for a in history.appends]
+    assert len(sets) > 4
+    grouped = list(decode_record_sets(sets[:3] + [None] + sets[3:]))
+    assert arrow_rows(grouped) == history.data_records()
+    damaged = bytearray(sets[4])
+    damaged[-1] ^= 0xFF                  # the CRC of its last batch no longer holds
+    with pytest.raises(KafkaFormatError) as raised:
+        list(decode_record_sets(sets[:4] + [bytes(damaged)]))
+    assert raised.value.source == "record set 4"          # counted across the groups

@@ -1,4 +1,4 @@
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 import pyarrow as pa
 
@@ -20,3 +20,6 @@ def decode_record_set(reader: BatchReader, keep: Optional[Callable[[Batch], bool
                       include_control: bool = False, batch_columns: bool = False,
                       views: bool = False, start_offset: Optional[int] = None,
                       end_offset: Optional[int] = None) -> pa.Table: ...
+def decode_parts(parts: Iterable[Union[BatchReader, Iterable[Batch], None]],
+                 include_control: bool = False, batch_columns: bool = False,
+                 views: bool = False, first_index: int = 0) -> Tuple[pa.Table, List[int]]: ...

@@ -57,7 +57,7 @@ import os
 import pyarrow as pa
 
 from kcodec.compression import decompress
-from kcodec.errors import CorruptRecordError, KafkaFormatError
+from kcodec.errors import CorruptRecordError, KafkaFormatError, located
 
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
 cdef double MAX_EXPANSION = 16     # of compressed input, when extrapolating growth
@@ -150,6 +150,7 @@ cdef struct Out:              # the column buffers being filled
     Py_ssize_t most[N_UNITS]       # ... at most, whatever its records are (see fill): not extrapolated
     Py_ssize_t input_bytes         # the whole input (0: unknown), and how much of it
     Py_ssize_t consumed            # the blocks so far came from, to extrapolate growth
+    Py_ssize_t parts_before        # decode_parts: the input of the parts before this one
     Py_ssize_t expanded            # bytes decompression added to the blocks finished so far
     Py_ssize_t block_position      # the block filled at the last growth: where it starts
     Py_ssize_t block_end           # and ends in the input, and its records' bytes
@@ -250,10 +251,10 @@ cdef void take_back(Block* b, Out* o) noexcept nogil:
 cdef void note_progress(Block* b, Out* o, const uint8_t* record, Py_ssize_t i) noexcept nogil:
     """Where growth extrapolates from: the input read up to record i (at
     `record`, in a v2 block) of block b."""
-    o.block_position = b.position
-    o.block_end = b.consumed
+    o.block_position = o.parts_before + b.position
+    o.block_end = o.parts_before + b.consumed
     o.block_bytes = b.end - b.records
-    o.consumed = b.position + <Py_ssize_t>(
+    o.consumed = o.block_position + <Py_ssize_t>(
         <double>(b.consumed - b.position) *
         (<double>i / b.count if b.items != NULL
          else <double>(record - b.records) / (b.end - b.records)))
@@ -1307,6 +1308,31 @@ cdef class Collector:
         self.arena = -1
         return 0
 
+    cdef int add_reader(self, BatchReader reader, keep, int64_t start, int64_t end) except -1:
+        """Add every batch of `reader` (fresh) that keep(batch) accepts (see
+        decode_record_set)."""
+        cdef Py_ssize_t pos
+        cdef Batch batch
+        while True:
+            pos = reader.pos
+            self.add_v2(reader, &pos, start, end)
+            if self.add_messages(reader, &pos, start, end) or self.add_wrapper(reader, &pos, start):
+                reader.pos = pos
+                continue
+            reader.pos = pos
+            if pos == reader.src.length:
+                return 0                        # without a StopIteration: many small inputs
+            batch = next(reader, None)
+            if batch is None:
+                return 0
+            if keep is None or keep(batch):
+                self.add_batch(batch, batch.position + batch.size)
+
+    cdef void count_handed_back(self):
+        global batches_handed_back
+        batches_handed_back += self.handed_back
+        self.handed_back = 0
+
     cdef object table(self):
         """The columns as a pyarrow.Table of record_schema, each column's
         memory handed to Arrow without a copy (see import_column)."""
@@ -1558,27 +1584,46 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
     cdef bint bounded = start_offset is not None or end_offset is not None
     cdef Collector c = Collector(include_control, views, batch_columns,
                                  0 if bounded else reader.src.length)
-    cdef int64_t start = INT64_MIN if start_offset is None else start_offset
-    cdef int64_t end = INT64_MAX if end_offset is None else end_offset
-    cdef Py_ssize_t pos
-    cdef Batch batch
-    global batches_handed_back
     try:
-        while True:
-            pos = reader.pos
-            c.add_v2(reader, &pos, start, end)
-            if c.add_messages(reader, &pos, start, end) or c.add_wrapper(reader, &pos, start):
-                reader.pos = pos
-                continue
-            reader.pos = pos
-            batch = next(reader, None)
-            if batch is None:
-                break
-            if keep is None or keep(batch):
-                c.add_batch(batch, batch.position + batch.size)
+        c.add_reader(reader, keep, INT64_MIN if start_offset is None else start_offset,
+                     INT64_MAX if end_offset is None else end_offset)
     finally:
-        batches_handed_back += c.handed_back
+        c.count_handed_back()
     return c.table()
+
+
+def decode_parts(parts, bint include_control=False, bint batch_columns=False,
+                 bint views=False, Py_ssize_t first_index=0):
+    """The records of each part, one part after another, in one table of
+    record_schema, and how many rows each part gave (a list). A part is a
+    fresh BatchReader (read as decode_record_set reads it), an iterable of
+    Batch objects (as decode_columns reads them), or None (no rows). An error
+    names the part it is in ("record set 3", counting from first_index), at
+    its byte in that part."""
+    parts = list(parts)
+    cdef Py_ssize_t input_bytes = 0, before
+    for part in parts:
+        if isinstance(part, BatchReader):
+            input_bytes += (<BatchReader>part).src.length
+    cdef Collector c = Collector(include_control, views, batch_columns, input_bytes)
+    cdef Batch batch
+    rows = []
+    try:
+        for i, part in enumerate(parts):
+            before = c.o.used[PER_ROW]
+            try:
+                if isinstance(part, BatchReader):
+                    c.add_reader(part, None, INT64_MIN, INT64_MAX)
+                    c.o.parts_before += (<BatchReader>part).src.length
+                elif part is not None:
+                    for batch in part:
+                        c.add_batch(batch, 0)
+            except KafkaFormatError as exc:
+                raise located(exc, f"record set {first_index + i}", 0) from None
+            rows.append(c.o.used[PER_ROW] - before)
+    finally:
+        c.count_handed_back()
+    return c.table(), rows
 
 
 cdef _header_keys_as_text(headers):

@@ -12,7 +12,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
-from ..arrow import decode
+from ..arrow import decode_many
 from .schema import arrow_schema, record_schema, to_spark_arrow
 
 
@@ -27,14 +27,6 @@ def _spark_record_schema(include_headers, topic, partition):
     return StructType(fields)
 
 
-def _decoded(data, options):
-    """kcodec.decode of one record set (a bytes-like or pyarrow Buffer), or
-    None for a null one."""
-    if data is None:
-        return None
-    return decode(data, **options)
-
-
 def _decode_options(topic, partition, isolation, verify_crc):
     return dict(topic=topic, partition=partition, isolation=isolation, verify_crc=verify_crc)
 
@@ -46,13 +38,35 @@ def decode_record_sets(record_sets, *, include_headers=True, topic=None, partiti
     [topic, partition,] offset, timestamp, timestampType[, headers]).
 
     For rdd.mapPartitions: rdd.mapPartitions(decode_record_sets) turns an
-    RDD of record sets into an RDD of Arrow batches."""
+    RDD of record sets into an RDD of Arrow batches. Record sets are decoded
+    GROUP_RECORD_SETS (or GROUP_BYTES) at a time, each group by one call into
+    the core."""
     target = arrow_schema(_spark_record_schema(include_headers, topic, partition))
     options = _decode_options(topic, partition, isolation, verify_crc)
-    for data in record_sets:
-        table = _decoded(data, options)
-        if table is not None and table.num_rows:
+    first = 0
+    for group in _groups(record_sets):
+        table, _ = decode_many(group, first_index=first, **options)
+        first += len(group)
+        if table.num_rows:
             yield from to_spark_arrow(table, target).to_batches()
+
+
+GROUP_RECORD_SETS = 4096
+GROUP_BYTES = 16 << 20           # well below kept_memory_limit() (see README: Memory)
+
+
+def _groups(record_sets):
+    """Lists of consecutive record sets, of at most GROUP_RECORD_SETS or about
+    GROUP_BYTES (a record set past that ends its group)."""
+    group, size = [], 0
+    for data in record_sets:
+        group.append(data)
+        size += 0 if data is None else memoryview(data).nbytes
+        if len(group) >= GROUP_RECORD_SETS or size >= GROUP_BYTES:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
 
 
 def _buffers(column):
@@ -82,15 +96,10 @@ def _explode(batches, column, others, output, include_headers, options):
     records = arrow_schema(_spark_record_schema(include_headers, options["topic"],
                                                 options["partition"]))
     for batch in batches:
-        tables, counts = [], []
-        for data in _buffers(batch.column(column)):
-            table = _decoded(data, options)
-            counts.append(0 if table is None else table.num_rows)
-            if table is not None and table.num_rows:
-                tables.append(to_spark_arrow(table, records))
-        if not tables:
+        table, counts = decode_many(_buffers(batch.column(column)), **options)
+        if not table.num_rows:
             continue
-        decoded = pa.concat_tables(tables).combine_chunks()
+        decoded = to_spark_arrow(table, records)
         rows = np.repeat(np.arange(len(counts)), counts)
         carried = batch.select(others).take(pa.array(rows)) if others else None
         arrays = []
@@ -148,14 +157,11 @@ def _decode_to_lists(column, include_headers, options):
     struct_type = to_arrow_type(element, timezone="UTC")
     target = pa.schema(list(struct_type))
     list_type = to_arrow_type(ArrayType(element), timezone="UTC")
-    pieces, offsets, nulls = [], [0], []
-    for data in _buffers(column):
-        table = _decoded(data, options)
-        nulls.append(table is None)
-        if table is not None and table.num_rows:
-            pieces.append(to_spark_arrow(table, target))
-        offsets.append(offsets[-1] + (0 if table is None else table.num_rows))
-    values = pa.concat_tables(pieces).combine_chunks() if pieces else target.empty_table()
+    record_sets = list(_buffers(column))
+    table, counts = decode_many(record_sets, **options)
+    values = to_spark_arrow(table, target)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    nulls = [data is None for data in record_sets]
     structs = pa.StructArray.from_arrays(
         [values.column(i).combine_chunks() if isinstance(values.column(i), pa.ChunkedArray)
          else values.column(i) for i in range(values.num_columns)], fields=list(struct_type))
