@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from ._core.columns import decode_columns, decode_parts, decode_record_set, record_schema
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from .errors import KafkaFormatError, located
-from .records import BatchReader, _check_isolation, consumer_batches, overlaps, read_batches
+from .records import INT64_MAX, BatchReader, _check_isolation, consumer_batches, overlaps, read_batches
 
 TOPIC_FIELD = pa.field("topic", pa.string())
 PARTITION_FIELD = pa.field("partition", pa.int32())
@@ -102,11 +102,14 @@ def _with_topic_and_partition(table, topic, partition):
 
 def _offsets_within(table, start, end):
     offsets = table.column("offset")
-    keep = None
-    for bound in ((pc.greater_equal(offsets, start) if start is not None else None),
-                  (pc.less(offsets, end) if end is not None else None)):
-        if bound is not None:
-            keep = bound if keep is None else pc.and_(keep, bound)
+    bounds = []
+    if start is not None:
+        bounds.append(pc.greater_equal(offsets, start))
+    if end is not None and end <= INT64_MAX:            # past it, every offset is below
+        bounds.append(pc.less(offsets, end))
+    if not bounds:
+        return table
+    keep = bounds[0] if len(bounds) == 1 else pc.and_(*bounds)
     if pc.all(keep).as_py() is not False:
         return table
     rows = pc.indices_nonzero(keep)

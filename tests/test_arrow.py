@@ -737,6 +737,37 @@ def test_offset_bounds_equal_read_records():
         assert all((start or 0) <= o < (end or 1 << 62) for o in expected)
 
 
+INT64_MAX = (1 << 63) - 1
+
+
+@pytest.mark.parametrize("magic,codec", [(2, "none"), (2, "lz4"), (1, "none"), (1, "gzip"),
+                                         (0, "none")])
+def test_offset_int64_max_is_an_offset_like_any_other(magic, codec):
+    # Unbounded reads used INT64_MAX as an exclusive end: the record at that
+    # offset was dropped, by decode and read_records alike.
+    records = [(b"k%d" % i, b"v") for i in range(3)]
+    data = kcodec.encode(records, magic=magic, compression=codec, base_offset=INT64_MAX - 2)
+    last = [INT64_MAX - 2, INT64_MAX - 1, INT64_MAX]
+    for start, end, expected in ((None, None, last), (INT64_MAX, None, last[2:]),
+                                 (None, INT64_MAX, last[:2]), (None, 1 << 63, last),
+                                 (INT64_MAX - 1, 1 << 63, last[1:])):
+        assert [r.offset for r in kcodec.read_records(data, start_offset=start,
+                                                      end_offset=end)] == expected
+        table = kcodec.decode(data, start_offset=start, end_offset=end)
+        assert table.column("offset").to_pylist() == expected
+    assert_same_rows(data)
+
+
+@pytest.mark.invalid_input
+def test_a_batch_at_int64_max_whose_offsets_wrap_as_javas_long_does():
+    # Found by test_corrupt's fuzzing: offsets past INT64_MAX wrap to INT64_MIN
+    # (Java's long arithmetic), and every reader keeps the batch.
+    data = bytearray(kcodec.encode([(b"k%d" % i, b"v") for i in range(3)], base_offset=0))
+    data[0:8] = INT64_MAX.to_bytes(8, "big")
+    table = assert_same_rows(bytes(data), verify_crc=False)
+    assert table.column("offset").to_pylist() == [INT64_MAX, -(1 << 63), -(1 << 63) + 1]
+
+
 def _with_count_zero(batch):
     """The batch, declaring no records (CRC fixed): readers skip its payload."""
     batch = bytearray(batch)

@@ -36,7 +36,7 @@ from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_
 from kcodec._core.records cimport (
     Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,
     LOG_OVERHEAD, V2_HEADER, V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
-    legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, record_sequence,
+    last_offset_below, legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, record_sequence,
     scan_messages, v2_records_end, wrapper_of,
 )
 from kcodec._core.system_codecs cimport (
@@ -1127,7 +1127,7 @@ cdef class Collector:
         return 0
 
     cdef bint add_messages(self, BatchReader reader, Py_ssize_t* pos, int64_t start,
-                           int64_t end) except -1:
+                           int64_t last) except -1:
         """Add the uncompressed v0/v1 messages from *pos on, a run at a time
         without a Batch object each (see scan_messages); *pos is left at the
         first entry for `reader` to read. Whether it went past any."""
@@ -1141,11 +1141,11 @@ cdef class Collector:
             first = pos[0]
             if src.length - first < NOGIL_MIN_BYTES:
                 n = scan_messages(src.base, src.length, pos, reader.max_entry, reader.verify_crc,
-                                  start, end, self.messages, MESSAGE_RUN, MESSAGE_RUN_BYTES)
+                                  start, last, self.messages, MESSAGE_RUN, MESSAGE_RUN_BYTES)
             else:
                 with nogil:
                     n = scan_messages(src.base, src.length, pos, reader.max_entry,
-                                      reader.verify_crc, start, end, self.messages, MESSAGE_RUN,
+                                      reader.verify_crc, start, last, self.messages, MESSAGE_RUN,
                                       MESSAGE_RUN_BYTES)
             if n == 0:
                 return pos[0] != taken
@@ -1224,7 +1224,7 @@ cdef class Collector:
         return True
 
     cdef int add_v2(self, BatchReader reader, Py_ssize_t* pos, int64_t start,
-                    int64_t end) except -1:
+                    int64_t last) except -1:
         """Add the v2 batches from *pos on (see scan); *pos is left at the first
         entry for `reader` to read."""
         cdef Source src = reader.src
@@ -1251,11 +1251,11 @@ cdef class Collector:
             if ready < 0 and (src.length - pos[0] < NOGIL_MIN_BYTES
                               or src.base[pos[0] + 16] != 2):
                 st = scan(self, src.base, src.length, pos, reader.max_entry, reader.verify_crc,
-                          start, end, &b, limit, -1)
+                          start, last, &b, limit, -1)
             else:
                 with nogil:
                     st = scan(self, src.base, src.length, pos, reader.max_entry,
-                              reader.verify_crc, start, end, &b, limit, ready)
+                              reader.verify_crc, start, last, &b, limit, ready)
             ready = -1
             if st == 3:
                 section = src.base + pos[0] + V2_HEADER
@@ -1308,15 +1308,15 @@ cdef class Collector:
         self.arena = -1
         return 0
 
-    cdef int add_reader(self, BatchReader reader, keep, int64_t start, int64_t end) except -1:
-        """Add every batch of `reader` (fresh) that keep(batch) accepts (see
-        decode_record_set)."""
+    cdef int add_reader(self, BatchReader reader, keep, int64_t start, int64_t last) except -1:
+        """Add every batch of `reader` (fresh) that keep(batch) accepts, skipping
+        those with no offset in [start, last] (see decode_record_set)."""
         cdef Py_ssize_t pos
         cdef Batch batch
         while True:
             pos = reader.pos
-            self.add_v2(reader, &pos, start, end)
-            if self.add_messages(reader, &pos, start, end) or self.add_wrapper(reader, &pos, start):
+            self.add_v2(reader, &pos, start, last)
+            if self.add_messages(reader, &pos, start, last) or self.add_wrapper(reader, &pos, start):
                 reader.pos = pos
                 continue
             reader.pos = pos
@@ -1467,13 +1467,13 @@ cdef inline size_t batch_limit(Collector c) noexcept nogil:
 
 
 cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
-              int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
+              int64_t max_entry, bint verify_crc, int64_t start, int64_t last,
               Block* b, Py_ssize_t limit, Py_ssize_t ready) noexcept nogil:
     """Add the v2 batches from *pos on, with no Python object per batch, until
     an entry it does not take whole: the end or a partial entry, a legacy
     entry, a control batch to include, anything that fails a check. That entry
     is left at *pos for BatchReader (add_batch raises its error, if any); 0. Control
-    batches and batches outside [start, end) are skipped, CRCs checked, as
+    batches and batches with no offset in [start, last] are skipped, CRCs checked, as
     `keep` in decode_record_set skips them. With *pos at a batch begun in
     block b: 3 when it is compressed and not decompressed here (b holds its
     header; the caller decompresses it, with the GIL: see system_codecs for
@@ -1500,7 +1500,7 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
                 return 0
             if not (h.count and not attributes & 0x20 and h.last_offset >= start
-                    and h.base_offset < end):
+                    and h.base_offset <= last):
                 pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
                 continue
             start_block(b, &c.o, h.count)
@@ -1586,7 +1586,7 @@ def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
                                  0 if bounded else reader.src.length)
     try:
         c.add_reader(reader, keep, INT64_MIN if start_offset is None else start_offset,
-                     INT64_MAX if end_offset is None else end_offset)
+                     last_offset_below(end_offset))
     finally:
         c.count_handed_back()
     return c.table()

@@ -248,8 +248,9 @@ cdef int count_inner(const uint8_t* base, Py_ssize_t length, Py_ssize_t* n,
                      FaultInfo* fi) noexcept nogil
 cdef int parse_inner(const uint8_t* base, Py_ssize_t n, Wrapper* w, bint verify_crc, Slot* slots,
                      FaultInfo* fi) noexcept nogil
+cdef int64_t last_offset_below(end_offset) except? -1
 cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
-                              int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
+                              int64_t max_entry, bint verify_crc, int64_t start, int64_t last,
                               Slot* slots, Py_ssize_t most, Py_ssize_t most_bytes) noexcept nogil
 
 

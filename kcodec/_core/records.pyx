@@ -321,13 +321,13 @@ cdef int parse_inner(const uint8_t* base, Py_ssize_t n, Wrapper* w, bint verify_
 
 
 cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
-                              int64_t max_entry, bint verify_crc, int64_t start, int64_t end,
+                              int64_t max_entry, bint verify_crc, int64_t start, int64_t last,
                               Slot* slots, Py_ssize_t most, Py_ssize_t most_bytes) noexcept nogil:
     """Parse the uncompressed v0/v1 messages from *pos on into `slots`, with
     no Batch object each: at most `most`, none but the first ending more than
     `most_bytes` past where it began. It stops at an entry that is not one or
     fails a check of BatchReader's, left at *pos for BatchReader to read (and
-    raise what is wrong with it). Messages outside [start, end) are passed
+    raise what is wrong with it). Messages outside [start, last] are passed
     over. Returns how many slots it filled."""
     cdef Py_ssize_t n = 0, first = pos[0]
     cdef int32_t size
@@ -339,7 +339,7 @@ cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t
             break
         offset = load_i64(base + pos[0])
         pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
-        if start <= offset < end:
+        if start <= offset <= last:
             message_slot(&slots[n], offset, &m)
             n += 1
     return n
@@ -937,6 +937,14 @@ cdef class BatchReader:
         return b
 
 
+cdef int64_t last_offset_below(end_offset) except? -1:
+    """The last offset an exclusive end_offset lets through: the core's offset
+    bounds are inclusive, since INT64_MAX is an offset too, not "no bound"."""
+    if end_offset is None:
+        return INT64_MAX
+    return min(max(end_offset - 1, INT64_MIN), INT64_MAX)
+
+
 @cython.final
 cdef class RecordIterator:
     """Flattens batches into records (skipping control batches unless asked,
@@ -945,7 +953,7 @@ cdef class RecordIterator:
     from its parsed slots, so each is made just before it is used."""
     cdef object batches
     cdef bint include_control
-    cdef int64_t start_offset, end_offset
+    cdef int64_t start_offset, last_offset
     cdef Slots slots                     # the current data batch's
     cdef list controls                   # or the current control batch's records
     cdef Py_ssize_t index, count
@@ -954,7 +962,7 @@ cdef class RecordIterator:
         self.batches = iter(batches)
         self.include_control = include_control
         self.start_offset = INT64_MIN if start_offset is None else start_offset
-        self.end_offset = INT64_MAX if end_offset is None else end_offset
+        self.last_offset = last_offset_below(end_offset)
         self.index = self.count = 0
 
     def __iter__(self):
@@ -980,10 +988,10 @@ cdef class RecordIterator:
             if self.slots is not None:
                 s = &self.slots.items[self.index]
                 self.index += 1
-                if self.start_offset <= s.offset < self.end_offset:
+                if self.start_offset <= s.offset <= self.last_offset:
                     return new_record(self.slots.src, s)
             else:
                 record = self.controls[self.index]
                 self.index += 1
-                if self.start_offset <= record.offset < self.end_offset:
+                if self.start_offset <= record.offset <= self.last_offset:
                     return record
