@@ -9,8 +9,9 @@ import pyarrow.compute as pc
 
 from ._core.columns import decode_columns, decode_parts, decode_record_set, record_schema
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from .errors import KafkaFormatError, located
-from .records import INT64_MAX, BatchReader, _check_isolation, consumer_batches, overlaps, read_batches
+from .records import (
+    BatchReader, _check_isolation, consumer_batches, offset_bounds, overlaps, read_batches,
+)
 
 TOPIC_FIELD = pa.field("topic", pa.string())
 PARTITION_FIELD = pa.field("partition", pa.int32())
@@ -39,6 +40,7 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
     not decompressed."""
     options = dict(verify_crc=verify_crc, partial=partial,
                    max_decompressed_bytes=max_decompressed_bytes)
+    start_offset, end_offset = offset_bounds(start_offset, end_offset)
     if _check_isolation(isolation) == "read_uncommitted":
         keep = None
         if start_offset is not None or end_offset is not None:
@@ -68,25 +70,36 @@ def decode_many(record_sets, *, verify_crc=True, include_control=False,
     One call into the core builds one table for all of them: many small
     record sets (a Spark column of fetched payloads, say) pay decode()'s cost
     per call, building a table, once. read_committed finds each record set's
-    aborted transactions from its own ABORT markers."""
+    aborted transactions from its own ABORT markers. With views=True each
+    record set is a data buffer of the views of its own."""
+    if isinstance(record_sets, (bytes, bytearray, memoryview, pa.Buffer)):
+        raise TypeError("decode_many takes an iterable of record sets; decode() takes one")
     options = dict(verify_crc=verify_crc, partial=partial,
                    max_decompressed_bytes=max_decompressed_bytes)
-    committed = _check_isolation(isolation) == "read_committed"
+    # BatchReader itself: read_batches' call would cost as much again per record set.
     reader = functools.partial(BatchReader, **options)
+    reader(b"")                                     # the options checked, whatever comes
+    committed = _check_isolation(isolation) == "read_committed"
     parts = []
     for data in record_sets:
         if data is None:
             parts.append(None)
-        elif not committed:
-            parts.append(reader(data))
-        else:
-            try:            # finding the aborted transactions reads the record set
-                parts.append(consumer_batches(data, isolation, None, **options))
-            except KafkaFormatError as exc:
-                raise located(exc, f"record set {first_index + len(parts)}", 0) from None
+            continue
+        try:
+            part = reader(data)
+        except TypeError as exc:
+            raise TypeError(f"record set {first_index + len(parts)}: {exc}") from None
+        parts.append(_committed_batches(data, isolation, options) if committed else part)
     table, rows = decode_parts(parts, include_control, batch_columns, views, first_index)
     return (_with_topic_and_partition(table, topic, partition),
             np.array(rows, dtype=np.int64))
+
+
+def _committed_batches(data, isolation, options):
+    """consumer_batches, begun when first iterated: finding the aborted
+    transactions reads the record set, and its errors are then the core's to
+    name (decode_parts)."""
+    yield from consumer_batches(data, isolation, None, **options)
 
 
 def _with_topic_and_partition(table, topic, partition):
@@ -105,7 +118,7 @@ def _offsets_within(table, start, end):
     bounds = []
     if start is not None:
         bounds.append(pc.greater_equal(offsets, start))
-    if end is not None and end <= INT64_MAX:            # past it, every offset is below
+    if end is not None:
         bounds.append(pc.less(offsets, end))
     if not bounds:
         return table

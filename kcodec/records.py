@@ -16,6 +16,7 @@ from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIter
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 INT64_MAX = (1 << 63) - 1
+INT64_MIN = -(1 << 63)
 _TIMESTAMP_TYPES = {"CreateTime": 0, "LogAppendTime": 1}
 _CONTROL_KINDS = {"ABORT": 0, "COMMIT": 1}
 
@@ -41,10 +42,23 @@ def read_records(data, *, verify_crc=True, include_control=False, isolation="rea
     it, the aborted transactions are found by scanning the data itself.
     start_offset (inclusive) and end_offset (exclusive) bound the offsets
     returned; batches wholly outside them are not decompressed."""
+    start_offset, end_offset = offset_bounds(start_offset, end_offset)
     batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
                                verify_crc=verify_crc, partial=partial,
                                max_decompressed_bytes=max_decompressed_bytes)
     return RecordIterator(batches, include_control, start_offset, end_offset)
+
+
+def offset_bounds(start, end):
+    """[start, end) as int64 offsets meet it: None for a bound that every
+    offset passes, and (INT64_MAX, INT64_MIN) for one that none does."""
+    if start is not None and start <= INT64_MIN:
+        start = None
+    if end is not None and end > INT64_MAX:
+        end = None
+    if (start is not None and start > INT64_MAX) or (end is not None and end <= INT64_MIN):
+        return INT64_MAX, INT64_MIN
+    return start, end
 
 
 def consumer_batches(data, isolation, aborted, start_offset=None, end_offset=None, **options):

@@ -133,3 +133,27 @@ def test_first_index_numbers_a_list_that_goes_on_from_another():
     with pytest.raises(CrcMismatchError) as raised:
         kcodec.decode_many([None, bad], first_index=4096)
     assert raised.value.source == "record set 4097"
+
+
+def test_what_is_not_a_list_of_record_sets_is_refused():
+    data = kcodec.encode(RECORDS)
+    with pytest.raises(TypeError, match="iterable of record sets"):
+        kcodec.decode_many(data)
+    for isolation in ("read_uncommitted", "read_committed"):
+        with pytest.raises(TypeError, match="record set 1: "):
+            kcodec.decode_many([data, "not bytes"], isolation=isolation)
+    with pytest.raises(ValueError, match="partial"):
+        kcodec.decode_many([None], partial="bogus")       # checked with no record set read
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_offset_bounds_past_int64_are_bounds_all_the_same(isolation):
+    data = kcodec.encode(RECORDS, base_offset=5)
+    every = [r.offset for r in kcodec.read_records(data)]
+    for start, end, expected in ((None, 1 << 70, every), (-(1 << 70), None, every),
+                                 (None, -(1 << 70), []), (1 << 63, None, []),
+                                 (-(1 << 70), 7, every[:2])):
+        got = [r.offset for r in kcodec.read_records(data, isolation=isolation,
+                                                      start_offset=start, end_offset=end)]
+        table = kcodec.decode(data, isolation=isolation, start_offset=start, end_offset=end)
+        assert got == table.column("offset").to_pylist() == expected

@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from kcodec.errors import KafkaFormatError
+from kcodec.spark.functions import _spark_record_schema
 from kcodec.spark import (
     decode_record_sets, decode_udf, explode_records, make_decode_udf, record_set_decoder,
     records_type,
@@ -128,3 +129,17 @@ def test_decode_record_sets_decodes_a_group_at_a_time(monkeypatch, history):
     with pytest.raises(KafkaFormatError) as raised:
         list(decode_record_sets(sets[:4] + [bytes(damaged)]))
     assert raised.value.source == "record set 4"          # counted across the groups
+
+
+@pytest.mark.invalid_input
+def test_explode_numbers_record_sets_across_arrow_batches(history):
+    sets = [a.data for a in history.appends][:5]
+    damaged = bytearray(sets[1])
+    damaged[-1] ^= 0xFF
+    batches = [pa.record_batch([pa.array(sets[:3], pa.binary())], names=["payload"]),
+               pa.record_batch([pa.array([sets[3], bytes(damaged)], pa.binary())],
+                               names=["payload"])]
+    output = _spark_record_schema(True, None, None)
+    with pytest.raises(KafkaFormatError) as raised:
+        list(record_set_decoder("payload", output)(iter(batches)))
+    assert raised.value.source == "record set 4"          # the partition's fifth

@@ -1039,7 +1039,7 @@ cdef class Collector:
             raise MemoryError()
         if st == -2:
             raise ValueError("a binary column would exceed Arrow's 2 GiB limit; decode fewer "
-                             "batches at a time (e.g. iter_decode)")
+                             "batches or record sets a call (a log: iter_decode)")
         if st == -3:
             raise CorruptRecordError("record headers no longer fit their record: the input "
                                      "buffer changed after it was read", position=position)
@@ -1605,6 +1605,9 @@ def decode_parts(parts, bint include_control=False, bint batch_columns=False,
     for part in parts:
         if isinstance(part, BatchReader):
             input_bytes += (<BatchReader>part).src.length
+        elif part is not None:              # Batch objects: growth has nothing to go by
+            input_bytes = 0
+            break
     cdef Collector c = Collector(include_control, views, batch_columns, input_bytes)
     cdef Batch batch
     rows = []

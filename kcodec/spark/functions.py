@@ -52,7 +52,8 @@ def decode_record_sets(record_sets, *, include_headers=True, topic=None, partiti
 
 
 GROUP_RECORD_SETS = 4096
-GROUP_BYTES = 16 << 20           # well below kept_memory_limit() (see README: Memory)
+GROUP_BYTES = 16 << 20           # of input: decode() slows once its columns pass
+                                 # kept_memory_limit() (see README: Memory)
 
 
 def _groups(record_sets):
@@ -95,8 +96,11 @@ def _explode(batches, column, others, output, include_headers, options):
     target = arrow_schema(output)
     records = arrow_schema(_spark_record_schema(include_headers, options["topic"],
                                                 options["partition"]))
+    first = 0                   # errors number the record sets of the task's partition
     for batch in batches:
-        table, counts = decode_many(_buffers(batch.column(column)), **options)
+        table, counts = decode_many(_buffers(batch.column(column)), first_index=first,
+                                    **options)
+        first += batch.num_rows
         if not table.num_rows:
             continue
         decoded = to_spark_arrow(table, records)
