@@ -115,14 +115,11 @@ def _with_topic_and_partition(table, topic, partition):
 
 def _offsets_within(table, start, end):
     offsets = table.column("offset")
-    bounds = []
-    if start is not None:
-        bounds.append(pc.greater_equal(offsets, start))
-    if end is not None:
-        bounds.append(pc.less(offsets, end))
-    if not bounds:
-        return table
-    keep = bounds[0] if len(bounds) == 1 else pc.and_(*bounds)
+    keep = None
+    for bound in ((pc.greater_equal(offsets, start) if start is not None else None),
+                  (pc.less(offsets, end) if end is not None else None)):
+        if bound is not None:
+            keep = bound if keep is None else pc.and_(keep, bound)
     if pc.all(keep).as_py() is not False:
         return table
     rows = pc.indices_nonzero(keep)

@@ -50,14 +50,15 @@ def read_records(data, *, verify_crc=True, include_control=False, isolation="rea
 
 
 def offset_bounds(start, end):
-    """[start, end) as int64 offsets meet it: None for a bound that every
-    offset passes, and (INT64_MAX, INT64_MIN) for one that none does."""
+    """[start, end) as int64 offsets meet it, the one place bounds are fitted
+    to int64: None for a bound that every offset passes, and (INT64_MAX,
+    INT64_MIN + 1) for a range that no offset is in."""
     if start is not None and start <= INT64_MIN:
         start = None
     if end is not None and end > INT64_MAX:
         end = None
     if (start is not None and start > INT64_MAX) or (end is not None and end <= INT64_MIN):
-        return INT64_MAX, INT64_MIN
+        return INT64_MAX, INT64_MIN + 1
     return start, end
 
 

@@ -149,7 +149,8 @@ def test_read_records_everything(log, history):
 
 
 @pytest.mark.parametrize("start,end", [(0, None), (1, 2), (37, 411), (250, None), (None, 5),
-                                       (10**9, None), (500, 500)])
+                                       (10**9, None), (500, 500), (-2**70, 2**70),
+                                       (2**63, None), (None, -2**70)])
 def test_read_and_decode_offset_ranges(log, history, start, end):
     lo = start or 0
     hi = end if end is not None else float("inf")

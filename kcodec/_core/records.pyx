@@ -938,11 +938,10 @@ cdef class BatchReader:
 
 
 cdef int64_t last_offset_below(end_offset) except? -1:
-    """The last offset an exclusive end_offset lets through: the core's offset
-    bounds are inclusive, since INT64_MAX is an offset too, not "no bound"."""
-    if end_offset is None:
-        return INT64_MAX
-    return min(max(end_offset - 1, INT64_MIN), INT64_MAX)
+    """The last offset an exclusive end_offset (as offset_bounds in
+    kcodec/records.py fits it) lets through: the core's offset bounds are
+    inclusive, since INT64_MAX is an offset too, not "no bound"."""
+    return INT64_MAX if end_offset is None else end_offset - 1
 
 
 @cython.final

@@ -6,7 +6,7 @@ import pyarrow as pa
 from ..arrow import decode as decode_record_set, schema as arrow_schema
 from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ..errors import CorruptIndexError, KafkaFormatError, located
-from ..records import RecordIterator, _check_isolation, committed, overlaps
+from ..records import RecordIterator, _check_isolation, committed, offset_bounds, overlaps
 from .indexes import (read_leader_epoch_checkpoint, read_producer_snapshot, snapshot_offsets,
                       snapshot_path)
 from .segment import Segment, released
@@ -232,7 +232,8 @@ class PartitionLog:
         """Records with offsets in [start_offset, end_offset), as a consumer
         with this isolation level sees them (read_committed: up to the last
         stable offset)."""
-        end_offset = self._committed_end(isolation, end_offset)
+        start_offset, end_offset = offset_bounds(start_offset,
+                                                 self._committed_end(isolation, end_offset))
         batches = self._read_batches(start_offset, end_offset, isolation)
         return RecordIterator(batches, include_control, start_offset, end_offset)
 
