@@ -35,7 +35,7 @@ XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK = 32 * 1024           # snappy-java compresses input in blocks of this size
 _be_i32 = struct.Struct(">i")
 
-_per_thread = threading.local()     # a ZstdDecompressor must not be shared between threads
+_per_thread = threading.local()     # zstd contexts must not be shared between threads
 
 
 def _zstd_decompressor():
@@ -44,6 +44,17 @@ def _zstd_decompressor():
     except AttributeError:
         _per_thread.zstd = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
         return _per_thread.zstd
+
+
+def _zstd_compressor(level):
+    """This thread's compressor for `level`, kept for the next batch (one, for
+    the last level asked): a new one makes a new context, a fifth of the time
+    of compressing a 16 KiB batch."""
+    kept_level, compressor = getattr(_per_thread, "zstd_compressor", (None, None))
+    if compressor is None or kept_level != level:
+        compressor = zstandard.ZstdCompressor(level=level)
+        _per_thread.zstd_compressor = (level, compressor)
+    return compressor
 
 
 def codec_id(name):
@@ -264,7 +275,7 @@ def compress(codec, data, level=None, magic=2):
     if codec == ZSTD:
         if magic < 2:
             raise UnsupportedFormatError(f"zstd is not allowed in magic {magic} messages")
-        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
+        return _zstd_compressor(3 if level is None else level).compress(data)
     raise UnsupportedFormatError(f"unknown compression codec id {codec}")
 
 

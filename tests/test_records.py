@@ -75,6 +75,22 @@ def test_decompression_limit_is_per_batch():
     assert err.value.position == 0
 
 
+def test_zstd_batches_are_a_new_compressors_frames_whatever_came_before():
+    """encode keeps a thread's zstd compressor for its next batches: what it
+    writes must depend neither on the batches before nor on their level."""
+    import zstandard
+    records = [(b"k%d" % i, b"value %d " % i * 20, i) for i in range(300)]
+    for level in (3, 1, 3, 19, -5):
+        data = kcodec.encode(records, compression="zstd", compression_level=level,
+                             max_batch_bytes=2000)
+        batches = list(kcodec.read_batches(data))
+        assert len(batches) > 1
+        for batch in batches:
+            section = bytes(batch.records_data)
+            records_bytes = zstandard.ZstdDecompressor().decompress(section)
+            assert section == zstandard.ZstdCompressor(level=level).compress(records_bytes)
+
+
 def test_python_made_records_encode():
     records = [kcodec.Record(b"k", None, 10, [("a", b"1")]), kcodec.Record(None, b"v", 11)]
     decoded = list(kcodec.read_records(kcodec.encode(records, base_offset=3)))
