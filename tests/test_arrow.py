@@ -249,15 +249,45 @@ def test_live_columns_keep_their_memory_while_later_decodes_reuse_freed_memory()
         assert column.to_pylist() == [bytes([n]) * 100] * 2000
 
 
+def resident_bytes():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_small_tables_give_all_their_memory_back():
+    """A small table's columns go to Arrow in one import, let go when the
+    last of them goes: 20,000 decodes, each table dropped at once or one of
+    its columns kept until the next decode, leave the resident size where it
+    was."""
+    data = kcodec.encode([(b"k%d" % i, b"v" * 100, i, [("h", b"x")]) for i in range(50)])
+    for _ in range(100):
+        kcodec.decode(data)
+    before = resident_bytes()
+    for n in range(20000):
+        column = kcodec.decode(data, views=bool(n % 2), batch_columns=bool(n % 3)).column(n % 6)
+    assert resident_bytes() - before < 16 << 20
+    assert column.to_pylist() == kcodec.decode(data).column(n % 6).to_pylist()
+
+
+@pytest.mark.parametrize("options", [{}, {"views": True}, {"batch_columns": True}],
+                         ids=["copies", "views", "batch_columns"])
+def test_small_and_large_tables_decode_alike(options):
+    """A table whose columns take under 1 MiB goes to Arrow in one import,
+    a larger one column by column: the same records give the same rows."""
+    records = [(None if i % 7 == 0 else b"k%d" % i, None if i % 11 == 0 else b"v" * (i % 90),
+                1000 + i, [("h%d" % j, None if i % 5 == 0 else b"x" * j) for j in range(i % 3)])
+               for i in range(40_000)]                   # 32 bytes a row and more: over 1 MiB
+    data = kcodec.encode(records, max_batch_bytes=16384)
+    small = [kcodec.decode(data[b.position:b.position + b.size], **options)
+             for b in kcodec.read_batches(data)]
+    assert pa.concat_tables(small).equals(kcodec.decode(data, **options))
+
+
 def test_dropped_columns_give_their_memory_back_while_kept_ones_keep_theirs():
     """Each column's memory goes when that column goes: 200 decodes of 2 MB
     of values each, with only their offsets kept, leave the resident size
     where it was (the kept offsets are 16 KB each)."""
     data = kcodec.encode([(b"k", b"v" * 1000, i, [("h", b"x")]) for i in range(2000)])
-
-    def resident_bytes():
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     for _ in range(5):
         kcodec.decode(data, views=False)
     before = resident_bytes()
