@@ -4,6 +4,7 @@ import gc
 import importlib.util
 import mmap
 import struct
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -270,4 +271,16 @@ def test_input_over_2_gib_is_addressed_through_windows(tmp_path):
     gc.collect()
     mm.close()
     path.unlink()
+
+
+def test_a_column_kept_alone_does_not_keep_a_large_input_of_few_rows():
+    """A table of few rows goes to Arrow in one import only if the memory a
+    column kept alone would then keep, its views' data buffers included, is
+    small: three 1 MiB values in an input, their offsets kept, must not
+    keep the input."""
+    data = kcodec.encode([(b"k", b"v" * (1 << 20), i) for i in range(3)])
+    before = sys.getrefcount(data)
+    offsets = kcodec.decode(data, views=True).column("offset")
+    assert sys.getrefcount(data) == before
+    assert offsets.to_pylist() == [0, 1, 2]
 
