@@ -755,11 +755,18 @@ cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept nogil:
     return <uint8_t*>memory
 
 
+cdef inline bint pool_has_room(size_t capacity) noexcept nogil:
+    """Whether give_back would keep a block of `capacity` bytes now: read
+    without kept_lock, a hint (another thread may fill the pool first)."""
+    return (capacity >= MIN_KEPT_BYTES and n_kept < KEPT_BLOCKS
+            and kept_total + capacity <= kept_limit)
+
+
 cdef void give_back(void* memory, size_t capacity) noexcept nogil:
     global kept_total, n_kept
-    if capacity >= MIN_KEPT_BYTES:
+    if pool_has_room(capacity):
         PyThread_acquire_lock(kept_lock, WAIT_LOCK)
-        if n_kept < KEPT_BLOCKS and kept_total + capacity <= kept_limit:
+        if pool_has_room(capacity):
             kept_memory[n_kept] = memory
             kept_capacity[n_kept] = capacity
             kept_total += capacity
@@ -786,19 +793,27 @@ cdef class ColumnMemory:
 
     cdef void fit(self, size_t size) noexcept:
         """Give back what is far past the `size` bytes used (an estimate far
-        too high): those bytes move to a block of their own, from the pool
-        if it has one, and the big block, faulted in already, goes to the
-        pool for the next decode. (Shrunk in place, its pages went back to
-        the OS: a decode of 1 MB batches faulted 2 MB in afresh each time.)"""
+        too high). If the pool has room for the big block, those bytes move
+        to a block of their own (from the pool, if it has one) and the big
+        block, faulted in already, goes to the pool for the next decode:
+        shrunk in place, its pages went back to the OS, and a decode of 1 MB
+        batches faulted 2 MB in afresh each time. Else it is shrunk in place,
+        which copies nothing."""
         cdef uint8_t* fitted
         cdef size_t capacity
         if not far_too_big(self.capacity, size):
             return
-        fitted = take_memory(size, &capacity)
-        if fitted == NULL:
-            return
-        memcpy(fitted, self.memory, size)
-        give_back(self.memory, self.capacity)
+        if pool_has_room(self.capacity):
+            fitted = take_memory(size, &capacity)
+            if fitted == NULL:
+                return
+            memcpy(fitted, self.memory, size)
+            give_back(self.memory, self.capacity)
+        else:
+            capacity = max(size, <size_t>1)
+            fitted = <uint8_t*>realloc(self.memory, capacity)
+            if fitted == NULL:
+                return
         self.memory = fitted
         self.capacity = capacity
 
