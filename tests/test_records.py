@@ -91,6 +91,17 @@ def test_zstd_batches_are_a_new_compressors_frames_whatever_came_before():
             assert section == zstandard.ZstdCompressor(level=level).compress(records_bytes)
 
 
+def test_a_thread_keeps_its_zstd_compressor_only_while_its_context_is_small():
+    from kcodec import compression
+    values = [b"%d " % i * 30 for i in range(20_000)]
+    kcodec.encode([(None, v, i) for i, v in enumerate(values[:100])], compression="zstd")
+    level, kept = compression._per_thread.zstd_compressor
+    assert level == 3 and kept.memory_size() <= compression.ZSTD_KEPT_CONTEXT
+    kcodec.encode([(None, v, i) for i, v in enumerate(values)], compression="zstd",
+                  compression_level=19, max_batch_bytes=1 << 20)
+    assert compression._per_thread.zstd_compressor == (19, None)     # about 18 MiB
+
+
 def test_python_made_records_encode():
     records = [kcodec.Record(b"k", None, 10, [("a", b"1")]), kcodec.Record(None, b"v", 11)]
     decoded = list(kcodec.read_records(kcodec.encode(records, base_offset=3)))

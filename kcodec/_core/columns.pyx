@@ -858,13 +858,13 @@ cdef void release_nothing(ArrowArray* a) noexcept nogil:
 
 cdef void release_export(ArrowArray* a) noexcept nogil:
     cdef Export* e = <Export*>a.private_data
+    a.release = NULL             # before the free: `a` is in e
     if Py_IsInitialized():
         with gil:
             Py_DecRef(e.owner)
     free(e.buffers)
     free(e.view_sizes)
     free(e)
-    a.release = NULL
 
 
 cdef Export* new_export(int n_views, owner) except NULL:
@@ -936,18 +936,20 @@ cdef enum:
 cdef size_t SMALL_TABLE_BYTES = 1 << 20
 
 
-cdef bint small_table(list memory, list data_buffers) except -1:
-    """Whether a table's column memory, and the data buffers its views point
-    into, are so small that its columns go to Arrow in one import: a column
-    kept alone then keeps all of that, but one import instead of one a
-    column saves about 5 µs, 40% of decoding a small record set."""
-    cdef size_t total = 0
+cdef bint small_table(list memory, size_t arena_bytes, bint views_input) except -1:
+    """Whether a table's column memory, and the decompressed batches its
+    views point into (arena_bytes), are so small that its columns go to
+    Arrow in one import: a column kept alone then keeps all of that, but one
+    import instead of one a column saves about 5 µs, 40% of decoding a small
+    record set. Not when views point into the input (views_input): how much
+    a slice of it keeps alive is not known here."""
+    cdef size_t total = arena_bytes
     cdef ColumnMemory m
+    if views_input:
+        return False
     for m in memory:
         if m is not None:
             total += m.capacity
-    for buffer in data_buffers:
-        total += buffer.size
     return total <= SMALL_TABLE_BYTES
 
 
@@ -960,11 +962,11 @@ cdef struct Root:            # the columns of a small table, as one struct array
 cdef void release_root(ArrowArray* a) noexcept nogil:
     cdef Root* root = <Root*>a.private_data
     cdef int i
+    a.release = NULL             # before the free: `a` may be root.array
     for i in range(a.n_children):
         if root.children[i].release != NULL:
             root.children[i].release(root.children[i])
     free(root)
-    a.release = NULL
 
 
 IMPORT_BATCH = pa.RecordBatch._import_from_c
@@ -1108,6 +1110,7 @@ cdef class Collector:
     cdef size_t max_decompressed
     cdef Py_ssize_t arena           # views: the index in buffers of inflater.out (-1: none)
     cdef size_t largest_batch       # views: the most bytes a batch has decompressed to
+    cdef size_t arena_bytes         # views: the memory of the arenas ended so far
     cdef Slot* messages             # v0/v1 records: add_messages' run, add_wrapper's inner ones
     cdef Py_ssize_t messages_room   # ... slots allocated
 
@@ -1421,6 +1424,7 @@ cdef class Collector:
         self.inflater.out = NULL
         self.inflater.capacity = self.inflater.kept = 0
         m.fit(size)
+        self.arena_bytes += m.capacity
         self.buffers[self.arena] = pa.foreign_buffer(<uintptr_t>m.memory, size, base=m)
         self.arena = -1
         return 0
@@ -1486,7 +1490,7 @@ cdef class Collector:
             m.fit(size)
             mem[i] = m.memory
         schema, types = schema_and_types(self.views, self.o.enabled[B_PRODUCER_ID])
-        columns = Columns(rows, small_table(self.memory, self.buffers))
+        columns = Columns(rows, small_table(self.memory, self.arena_bytes, len(self.current) > 0))
         for i, nulls, valid, view_buffer, offsets in (
                 (0, NULL_KEYS, B_KEY_NULLS, B_KEY_VIEWS, B_KEY_OFFSETS),
                 (1, NULL_VALUES, B_VALUE_NULLS, B_VALUE_VIEWS, B_VALUE_OFFSETS)):
