@@ -132,6 +132,20 @@ def test_decode_record_sets_decodes_a_group_at_a_time(monkeypatch, history):
 
 
 @pytest.mark.invalid_input
+def test_decode_udf_numbers_record_sets_across_arrow_batches(history):
+    from kcodec.spark.functions import _decode_to_lists
+    sets = [a.data for a in history.appends][:5]
+    damaged = bytearray(sets[1])
+    damaged[-1] ^= 0xFF
+    columns = [pa.array(sets[:3], pa.binary()), pa.array([sets[3], bytes(damaged)], pa.binary())]
+    lists = _decode_to_lists(iter(columns), True, {})
+    assert len(next(lists)) == 3
+    with pytest.raises(KafkaFormatError) as raised:
+        next(lists)
+    assert raised.value.source == "record set 4"          # the partition's fifth
+
+
+@pytest.mark.invalid_input
 def test_explode_numbers_record_sets_across_arrow_batches(history):
     sets = [a.data for a in history.appends][:5]
     damaged = bytearray(sets[1])

@@ -156,13 +156,22 @@ def records_type(include_headers=True):
     return ArrayType(record_schema(include_headers))
 
 
-def _decode_to_lists(column, include_headers, options):
+def _decode_to_lists(columns, include_headers, options):
+    """The UDF: for each Arrow batch's column of record sets, its list of
+    records per row; errors count the record sets of the task's partition."""
+    first = 0
+    for column in columns:
+        yield _records_lists(column, include_headers, options, first)
+        first += len(column)
+
+
+def _records_lists(column, include_headers, options, first_index):
     element = record_schema(include_headers)
     struct_type = to_arrow_type(element, timezone="UTC")
     target = pa.schema(list(struct_type))
     list_type = to_arrow_type(ArrayType(element), timezone="UTC")
     record_sets = list(_buffers(column))
-    table, counts = decode_many(record_sets, **options)
+    table, counts = decode_many(record_sets, first_index=first_index, **options)
     values = to_spark_arrow(table, target)
     offsets = np.concatenate([[0], np.cumsum(counts)])
     nulls = [data is None for data in record_sets]
@@ -185,7 +194,7 @@ def make_decode_udf(*, include_headers=True, isolation="read_uncommitted", verif
     with warnings.catch_warnings():
         # A partial carries no type hints to infer the UDF kind from; it is given.
         warnings.filterwarnings("ignore", "It is preferred to specify type hints")
-        return arrow_udf(function, records_type(include_headers), ArrowUDFType.SCALAR)
+        return arrow_udf(function, records_type(include_headers), ArrowUDFType.SCALAR_ITER)
 
 
 decode_udf = make_decode_udf()
