@@ -1123,6 +1123,8 @@ cdef class Collector:
         self.current = {}
         memset(&self.o, 0, sizeof(Out))
         memset(&self.inflater, 0, sizeof(Inflater))
+        self.inflater.take = take_memory
+        self.inflater.give = give_back
         self.arena = -1
         self.o.views = views
         self.o.input_bytes = input_bytes

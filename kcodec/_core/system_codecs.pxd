@@ -8,10 +8,16 @@ cdef enum:                     # codec ids, as in a batch's attributes
     ZSTD = 4
 
 
+ctypedef uint8_t* (*take_fn)(size_t size, size_t* capacity) noexcept nogil
+ctypedef void (*give_fn)(void* memory, size_t capacity) noexcept nogil
+
+
 cdef struct Inflater:          # one decode's decompression state, reused batch to batch
     uint8_t* out               # the last batch's decompressed bytes, from out + kept
     size_t capacity
     size_t kept                # bytes of earlier batches kept at the front of out (views)
+    take_fn take               # where out's memory comes from and goes back to (the
+    give_fn give               # decode's memory pool); NULL: malloc, realloc and free
     void* lz4                  # LZ4F_dctx*, made on first use
     void* zstd                 # ZSTD_DCtx*, made on first use
     void* gzip                 # ISA-L's inflate_state, made on first use

@@ -17,7 +17,7 @@ from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int32_t, uint32_t, uint64_t, uintptr_t, UINT32_MAX
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from kcodec._core.bindings cimport exported
 from kcodec._core.crc cimport crc32_raw
@@ -172,6 +172,8 @@ cdef bint gzip_agrees_with_zlib():
                       for i in range(700))
     f.out = NULL
     f.capacity = f.kept = 0
+    f.take = NULL
+    f.give = NULL
     f.lz4 = f.zstd = f.gzip = NULL
     try:
         for level in (0, 1, 6, 9):
@@ -221,7 +223,15 @@ cdef bint room_for(Inflater* f, size_t produced, size_t limit) noexcept nogil:
         return False
     capacity = min(max(<size_t>FIRST_CAPACITY, 2 * f.capacity, f.kept + produced + 1),
                    f.kept + limit)
-    grown = <uint8_t*>realloc(f.out, capacity)
+    if f.take == NULL:
+        grown = <uint8_t*>realloc(f.out, capacity)
+    else:
+        # From the pool, faulted in already: a large batch grows f.out on
+        # every decode, and memory realloc gets from the OS faults in afresh.
+        grown = f.take(capacity, &capacity)
+        if grown != NULL and f.out != NULL:
+            memcpy(grown, f.out, min(f.capacity, f.kept + produced))
+            f.give(f.out, f.capacity)
     if grown == NULL:
         return False
     f.out = grown
@@ -380,7 +390,10 @@ cdef void release_inflater(Inflater* f) noexcept nogil:
         f.zstd = NULL
     free(f.gzip)
     f.gzip = NULL
-    free(f.out)
+    if f.give == NULL:
+        free(f.out)
+    elif f.out != NULL:
+        f.give(f.out, f.capacity)
     f.out = NULL
     f.capacity = f.kept = 0
 
