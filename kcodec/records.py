@@ -202,10 +202,12 @@ def _column_array(column, name, dtype):
     import pyarrow as pa
     if column.null_count:
         raise ValueError(f"column {name!r} may not hold nulls")
-    try:
-        column = column.cast(pa.from_numpy_dtype(dtype))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"column {name!r}: {exc}") from None
+    target = pa.from_numpy_dtype(dtype)
+    if column.type != target:              # a cast to its own type is no check, and costs
+        try:
+            column = column.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise ValueError(f"column {name!r}: {exc}") from None
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype)
 
 
