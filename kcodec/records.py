@@ -16,6 +16,7 @@ from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIter
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 INT64_MAX = (1 << 63) - 1
+INT32_MAX = (1 << 31) - 1
 INT64_MIN = -(1 << 63)
 _TIMESTAMP_TYPES = {"CreateTime": 0, "LogAppendTime": 1}
 _CONTROL_KINDS = {"ABORT": 0, "COMMIT": 1}
@@ -188,7 +189,7 @@ _DEFAULTS = {"base_offset": 0, "timestamp_type": "CreateTime", "producer_id": -1
 # Each batch attribute of a run of rows: the type the core takes it in, and
 # the least and greatest value its keyword or column may have (sequences: -1
 # is "none"; the timestamp type is checked by name, or by batch_starts).
-_RUN_TYPES = {"timestamp_type": ("int32", None, None), "transactional": ("bool", None, None),
+_RUN_TYPES = {"timestamp_type": ("int32", None, None), "transactional": ("uint8", None, None),
               "producer_id": ("int64", -(1 << 63), (1 << 63) - 1),
               "producer_epoch": ("int16", -(1 << 15), (1 << 15) - 1),
               "base_sequence": ("int32", -1, (1 << 31) - 1),
@@ -250,6 +251,7 @@ def _fixed_attributes(given):
     fixed = dict(_DEFAULTS, **given)
     del fixed["base_offset"]
     fixed["timestamp_type"] = _TIMESTAMP_TYPES[fixed["timestamp_type"]]
+    fixed["transactional"] = bool(fixed["transactional"])
     for name, value in fixed.items():
         _, least, greatest = _RUN_TYPES[name]
         if least is not None:
@@ -265,9 +267,43 @@ def _runs(starts, fixed, columns):
     attribute, else the keyword's or default."""
     import numpy as np
     picked = np.asarray(starts, np.int64)
-    return picked, {name: (columns[name][picked].astype(_RUN_TYPES[name][0], copy=False)
-                           if name in columns else np.full(len(picked), value, _RUN_TYPES[name][0]))
-                    for name, value in fixed.items()}
+    runs = {}
+    for name, value in fixed.items():
+        if name in columns:
+            runs[name] = columns[name][picked].astype(_RUN_TYPES[name][0], copy=False)
+        else:
+            runs[name] = np.empty(len(picked), _RUN_TYPES[name][0])
+            runs[name].fill(value)          # np.full is a Python function: slower on a few runs
+    return picked, runs
+
+
+_TABLE_COLUMNS = ("key", "value", "timestamp", "timestampType", "headers", "offset", "sequence",
+                  *_BATCH_COLUMNS)
+
+
+def _table_columns(table):
+    """The columns of a Table or RecordBatch that encode reads, by name, each
+    as one Arrow array (None: a column of no chunks). Only these: wrapping
+    each column of a table in a Python object costs more than encoding a few
+    rows."""
+    index = {name: i for i, name in enumerate(table.schema.names)}
+    return {name: _one_array(table.column(index[name]))
+            for name in _TABLE_COLUMNS if name in index}
+
+
+def _one_array(chunks):
+    """A column's chunks as one array. Binary and string chunks of more than
+    2 GiB together become large_binary/large_string: their int32 offsets
+    cannot hold them."""
+    if not hasattr(chunks, "num_chunks"):   # a RecordBatch's column
+        return chunks
+    if chunks.num_chunks <= 1:
+        return chunks.chunk(0) if chunks.num_chunks else None
+    import pyarrow as pa
+    large = {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}.get(chunks.type)
+    if large is not None and chunks.nbytes > INT32_MAX:
+        chunks = chunks.cast(large)
+    return pa.concat_arrays(chunks.chunks)
 
 
 def _table_encoding(table, magic, given, now):
@@ -279,12 +315,7 @@ def _table_encoding(table, magic, given, now):
     leader epoch columns). A keyword in `given` overrides its column."""
     import numpy as np
 
-    columns = table.columns
-    if any(col.num_chunks > 1 for col in columns):
-        table = table.combine_chunks()
-        columns = table.columns
-    column = {name: col.chunk(0) if col.num_chunks else None
-              for name, col in zip(table.column_names, columns)}
+    column = _table_columns(table)
     if "value" not in column:
         raise ValueError("a table to encode needs a 'value' column")
     n = table.num_rows
@@ -329,8 +360,8 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
     """Encode records into a record set of the given magic, as Kafka writes it.
 
     Records are kcodec.Records, (key, value[, timestamp[, headers]]) tuples,
-    dicts of those names, or a pyarrow.Table with decode()'s columns (key and
-    the others optional). A table keeps what its columns say: offsets,
+    dicts of those names, or a pyarrow.Table or RecordBatch with decode()'s
+    columns (key and the others optional). A table keeps what its columns say: offsets,
     timestamp types, and with decode(batch_columns=True)'s columns the
     producer, sequences, transactions and leader epochs, breaking batches
     where these change, so encode(decode(x)) decodes as x does. A keyword
@@ -352,7 +383,7 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
         ("base_sequence", base_sequence), ("transactional", transactional),
         ("partition_leader_epoch", partition_leader_epoch)) if value is not None}
     now = int(time.time() * 1000)
-    if hasattr(records, "column_names") and hasattr(records, "num_rows"):
+    if hasattr(type(records), "column_names") and hasattr(type(records), "num_rows"):
         rows, (starts, runs) = _table_encoding(records, magic, given, now)
     else:
         fixed = _fixed_attributes(given)
@@ -363,9 +394,9 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
     if not len(rows):
         return b""
     if magic == 2:
-        attributes = (runs["timestamp_type"] == 1) * 0x08 | runs["transactional"] * 0x10
         return encode_v2(rows, starts, codec=codec, level=compression_level,
-                         attributes=attributes.astype("int32"), producer_id=runs["producer_id"],
+                         timestamp_type=runs["timestamp_type"],
+                         transactional=runs["transactional"], producer_id=runs["producer_id"],
                          producer_epoch=runs["producer_epoch"],
                          base_sequence=runs["base_sequence"],
                          partition_leader_epoch=runs["partition_leader_epoch"],

@@ -8,7 +8,7 @@
 # is written by one function.
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int16_t, int32_t, int64_t, INT32_MAX
+from libc.stdint cimport uint8_t, uint32_t, uintptr_t, uint64_t, int16_t, int32_t, int64_t, INT32_MAX
 from libc.string cimport memcpy
 
 from kcodec._core.wire cimport *
@@ -216,30 +216,50 @@ cdef class _Buffers:
         self.views = []
 
     cdef const uint8_t* address(self, buf) except? NULL:
+        # Buffer.address, not a typed memoryview: a memoryview of each of a
+        # small table's buffers cost more than encoding its rows.
         if buf is None:
             return NULL
-        view = memoryview(buf)
-        self.views.append(view)
-        if len(view) == 0:
+        if not getattr(buf, "is_cpu", True):
+            raise ValueError("a table to encode must be in main memory, not on a device")
+        self.views.append(buf)
+        if buf.size == 0:
             return <const uint8_t*>""
-        cdef const uint8_t[::1] bytes_view = view.cast("B")
-        return &bytes_view[0]
+        return <const uint8_t*><uintptr_t>buf.address
+
+
+cdef dict binary_kinds = None     # Arrow type id -> one of these, once pyarrow is imported
+cdef enum:
+    SMALL_OFFSETS, LARGE_OFFSETS, VIEWS
+
+
+cdef int binary_kind(t) except -1:
+    """How a binary or string type's array is read (by type id: pa.types'
+    predicates, called for each column, cost more than a small table's rows)."""
+    global binary_kinds
+    if binary_kinds is None:
+        import pyarrow as pa
+        kinds = {pa.binary().id: SMALL_OFFSETS, pa.string().id: SMALL_OFFSETS,
+                 pa.large_binary().id: LARGE_OFFSETS, pa.large_string().id: LARGE_OFFSETS}
+        if hasattr(pa, "binary_view"):          # pyarrow 16 and later
+            kinds.update({pa.binary_view().id: VIEWS, pa.string_view().id: VIEWS})
+        binary_kinds = kinds
+    return binary_kinds.get(t.id, -2)
 
 
 cdef binary_column(_Buffers keep, array, BinaryColumn* c, str name):
-    import pyarrow as pa
-    t = array.type
-    if pa.types.is_binary_view(t) or pa.types.is_string_view(t):
+    cdef int kind = binary_kind(array.type)
+    if kind == VIEWS:
+        import pyarrow as pa
         array = array.cast(pa.large_binary())
-        t = array.type
-    if not (pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t)
-            or pa.types.is_large_string(t)):
-        raise TypeError(f"column {name!r} must be binary or string, not {t}")
+        kind = LARGE_OFFSETS
+    if kind < 0:
+        raise TypeError(f"column {name!r} must be binary or string, not {array.type}")
     validity, offsets, data = array.buffers()[:3]
     c.validity = keep.address(validity) if array.null_count else NULL
     c.offsets = NULL
     c.large_offsets = NULL
-    if pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+    if kind == LARGE_OFFSETS:
         c.large_offsets = <const int64_t*>keep.address(offsets)
     else:
         c.offsets = <const int32_t*>keep.address(offsets)
@@ -275,19 +295,23 @@ def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n, offsets,
         raise ValueError("a table to encode needs a 'value' column")
     if ts.shape[0] != n or (not numbered and offset.shape[0] != n):
         raise ValueError(f"timestamps or offsets for other than {n} rows")
+    if any(column is not None and len(column) != n for column in (key, value, headers)):
+        raise ValueError(f"key, value or headers for other than {n} rows")
     binary_column(keep, value, &v, "value")
     if headers is not None:
         if not pa.types.is_list(headers.type):
             raise TypeError(f"column 'headers' must be list<struct<key, value>>, not {headers.type}")
-        list_validity = keep.address(headers.buffers()[0]) if headers.null_count else NULL
-        list_offsets = <const int32_t*>keep.address(headers.buffers()[1])
+        validity_buffer, offsets_buffer = headers.buffers()[:2]
+        list_validity = keep.address(validity_buffer) if headers.null_count else NULL
+        list_offsets = <const int32_t*>keep.address(offsets_buffer)
         list_start = headers.offset
         structs = headers.values
         if structs.null_count:
             raise ValueError("a header may not be null")
-        binary_column(keep, structs.field("key"), &hk, "headers.key")
+        header_keys = structs.field("key")
+        binary_column(keep, header_keys, &hk, "headers.key")
         binary_column(keep, structs.field("value"), &hv, "headers.value")
-        if structs.field("key").null_count:
+        if header_keys.null_count:
             raise ValueError("a header key may not be null")
         n_headers = len(structs)
     rows.allocate(n, n_headers)
@@ -590,16 +614,18 @@ cdef void write_batch_header(Rows rows, Run* run, Py_ssize_t start, Py_ssize_t s
 
 @cython.boundscheck(False)        # the arrays' lengths are checked first
 @cython.wraparound(False)
-def encode_v2(Rows rows, starts, *, int codec, level, attributes, producer_id, producer_epoch,
-              base_sequence, partition_leader_epoch, Py_ssize_t max_batch_bytes):
+def encode_v2(Rows rows, starts, *, int codec, level, timestamp_type, transactional, producer_id,
+              producer_epoch, base_sequence, partition_leader_epoch, Py_ssize_t max_batch_bytes):
     """Encode all rows as v2 batches of at most max_batch_bytes each (before
     compression; a batch always takes at least one record), in runs: run k is
     rows [starts[k], starts[k + 1]) (the last, to the end; starts[0] is 0), and
-    its batches take element k of attributes (int32), producer_id (int64),
-    producer_epoch (int16), base_sequence (int32: row starts[k]'s) and
-    partition_leader_epoch (int32), arrays of one element a run. Returns bytes."""
+    its batches take element k of timestamp_type (int32, 1: LogAppendTime),
+    transactional (uint8), producer_id (int64), producer_epoch (int16),
+    base_sequence (int32: row starts[k]'s) and partition_leader_epoch (int32),
+    arrays of one element a run. Returns bytes."""
     cdef const int64_t[::1] start_rows = starts
-    cdef const int32_t[::1] attrs = attributes
+    cdef const int32_t[::1] ts_types = timestamp_type
+    cdef const uint8_t[::1] in_transaction = transactional
     cdef const int64_t[::1] pids = producer_id
     cdef const int16_t[::1] epochs = producer_epoch
     cdef const int32_t[::1] sequences = base_sequence
@@ -607,7 +633,7 @@ def encode_v2(Rows rows, starts, *, int codec, level, attributes, producer_id, p
     cdef Py_ssize_t n_runs = start_rows.shape[0], k
     cdef size_t capacity
     cdef Run* runs
-    for length in (attrs.shape[0], pids.shape[0], epochs.shape[0], sequences.shape[0],
+    for length in (ts_types.shape[0], in_transaction.shape[0], pids.shape[0], epochs.shape[0], sequences.shape[0],
                    leader_epochs.shape[0]):
         if length != n_runs:
             raise ValueError(f"{length} run attributes for {n_runs} runs")
@@ -626,7 +652,7 @@ def encode_v2(Rows rows, starts, *, int codec, level, attributes, producer_id, p
         for k in range(n_runs):
             runs[k].start = start_rows[k]
             runs[k].stop = start_rows[k + 1] if k + 1 < n_runs else rows.n
-            runs[k].attributes = attrs[k]
+            runs[k].attributes = (0x08 if ts_types[k] == 1 else 0) | (0x10 if in_transaction[k] else 0)
             runs[k].producer_id = pids[k]
             runs[k].producer_epoch = epochs[k]
             runs[k].base_sequence = sequences[k]
