@@ -3,6 +3,7 @@
 All format rules live in the compiled core (kcodec._core); this module only
 chooses options, filters transactions and normalises what callers pass in.
 """
+import functools
 import operator
 import time
 from collections import namedtuple
@@ -267,14 +268,27 @@ def _runs(starts, fixed, columns):
     attribute, else the keyword's or default."""
     import numpy as np
     picked = np.asarray(starts, np.int64)
-    runs = {}
-    for name, value in fixed.items():
-        if name in columns:
-            runs[name] = columns[name][picked].astype(_RUN_TYPES[name][0], copy=False)
-        else:
-            runs[name] = np.empty(len(picked), _RUN_TYPES[name][0])
-            runs[name].fill(value)          # np.full is a Python function: slower on a few runs
+    if len(picked) == 1:
+        runs = dict(_one_run(tuple(fixed.items())))
+    else:
+        runs = {name: np.full(len(picked), value, _RUN_TYPES[name][0])
+                for name, value in fixed.items()}
+    for name in fixed.keys() & columns.keys():
+        runs[name] = columns[name][picked].astype(_RUN_TYPES[name][0], copy=False)
     return picked, runs
+
+
+@functools.lru_cache(maxsize=64)
+def _one_run(fixed_items):
+    """The attribute arrays of one run, made once for each set of values
+    (read-only: they are shared): six small numpy arrays cost more than
+    encoding a record."""
+    import numpy as np
+    runs = {}
+    for name, value in fixed_items:
+        runs[name] = np.array([value], _RUN_TYPES[name][0])
+        runs[name].flags.writeable = False
+    return runs
 
 
 _TABLE_COLUMNS = ("key", "value", "timestamp", "timestampType", "headers", "offset", "sequence",
