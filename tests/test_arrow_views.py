@@ -275,13 +275,31 @@ def test_input_over_2_gib_is_addressed_through_windows(tmp_path):
 
 def test_a_column_kept_alone_does_not_keep_the_input_its_views_point_into():
     """A small table goes to Arrow in one import, which a column kept alone
-    keeps whole, only when its views point into no input: how much a slice
-    keeps alive is not known. A record set at the end of a 3 MiB buffer,
-    decoded through a memoryview of it, its offsets kept: they must not
-    keep the view (nor with it the 3 MiB)."""
+    keeps whole, only when its views point into no input but bytes objects:
+    how much a slice keeps alive is not known. A record set at the end of a
+    3 MiB buffer, decoded through a memoryview of it, its offsets kept: they
+    must not keep the view (nor with it the 3 MiB)."""
     records = kcodec.encode([(b"k", b"v" * 100, i) for i in range(3)])
     data = memoryview(b"\0" * (3 << 20) + records)[3 << 20:]
     before = sys.getrefcount(data)
     offsets = kcodec.decode(data, views=True).column("offset")
     assert sys.getrefcount(data) == before
     assert offsets.to_pylist() == [0, 1, 2]
+
+
+def test_a_small_table_over_small_bytes_goes_to_arrow_whole():
+    """Views into a small bytes input: the input keeps nothing more than its
+    own bytes alive, so the table takes the one import, and a column kept
+    alone keeps the input (and the rest of the table). The same input past
+    the small table bound takes one import a column."""
+    for n, whole in ((3, True), (12_000, False)):
+        data = kcodec.encode([(b"k", b"v" * 100, i) for i in range(n)])
+        before = sys.getrefcount(data)
+        table = kcodec.decode(data, views=True)
+        assert sys.getrefcount(data) > before
+        offsets = table.column("offset")
+        del table
+        assert (sys.getrefcount(data) > before) == whole
+        assert offsets.to_pylist() == list(range(n))
+        del offsets
+        assert sys.getrefcount(data) == before
