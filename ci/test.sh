@@ -2,7 +2,9 @@
 # Sets everything up on a fresh machine and runs the test suite the way a user
 # gets kcodec: build the sdist and the wheel from this checkout, install the
 # wheel (with its test extras) in a fresh virtual environment, and run the
-# tests and the benchmarks (once each, as tests) from outside the source tree.
+# tests and the benchmarks (once each, as tests) from outside the source tree;
+# then the core's input-facing tests again against a build under
+# AddressSanitizer (ci/asan.sh).
 # Downloads go through pip's and Maven's caches, so later runs are quick.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,3 +45,7 @@ export KCODEC_REQUIRE_INSTALLED=1
 export CI=${CI:-true}
 "$work/venv/bin/python" -m pytest -p no:cacheprovider "$repo/tests" "$repo/benchmarks" \
     --benchmark-disable "$@"
+
+echo "== the compiled core under AddressSanitizer"
+"$work/build-env/bin/python" -m pip install -q "Cython>=3.0,<4" "setuptools>=68"
+bash "$repo/ci/asan.sh" "$work/build-env/bin/python" "$work/venv/bin/python"

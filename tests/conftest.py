@@ -13,6 +13,9 @@ REPO = Path(__file__).resolve().parents[1]
 def pytest_configure(config):
     config.addinivalue_line("markers", "invalid_input: the test decodes data that fails "
                             "Kafka's checks (the compiled scan may hand batches back)")
+    config.addinivalue_line("markers", "footprint: the test measures the process's resident "
+                            "memory or page faults (ci/asan.sh leaves it out: the "
+                            "sanitizer's allocator changes both)")
 
 
 @pytest.fixture(autouse=True)

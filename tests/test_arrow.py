@@ -254,6 +254,7 @@ def resident_bytes():
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@pytest.mark.footprint
 def test_small_tables_give_all_their_memory_back():
     """A small table's columns go to Arrow in one import, let go when the
     last of them goes: 20,000 decodes, each table dropped at once or one of
@@ -292,6 +293,7 @@ def test_small_and_large_tables_decode_alike(options):
     assert offsets.to_pylist() == list(range(40_000))
 
 
+@pytest.mark.footprint
 def test_dropped_columns_give_their_memory_back_while_kept_ones_keep_theirs():
     """Each column's memory goes when that column goes: 200 decodes of 2 MB
     of values each, with only their offsets kept, leave the resident size
@@ -378,6 +380,7 @@ def minor_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+@pytest.mark.footprint
 def test_a_big_block_reserved_past_its_use_goes_back_to_the_pool_whole(
         restored_kept_memory_limit):
     """A 1 MB batch reserves room for 1 MB of keys; 10-byte keys use a tenth
@@ -402,6 +405,7 @@ def test_a_big_block_reserved_past_its_use_goes_back_to_the_pool_whole(
     assert kcodec.decode(data).column("key").to_pylist() == keys
 
 
+@pytest.mark.footprint
 @pytest.mark.parametrize("views", [False, True], ids=["copies", "views"])
 def test_a_batch_decompressing_past_its_buffer_grows_it_from_the_pool(
         restored_kept_memory_limit, views):
