@@ -47,5 +47,5 @@ export CI=${CI:-true}
     --benchmark-disable "$@"
 
 echo "== the compiled core under AddressSanitizer"
-"$work/build-env/bin/python" -m pip install -q "Cython>=3.0,<4" "setuptools>=68"
+"$work/build-env/bin/python" -m pip install -q "Cython>=3.0,<4" "setuptools>=77"
 bash "$repo/ci/asan.sh" "$work/build-env/bin/python" "$work/venv/bin/python"
