@@ -8,7 +8,8 @@
 # is written by one function.
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport uint8_t, uint32_t, uintptr_t, uint64_t, int16_t, int32_t, int64_t, INT32_MAX
+from libc.stdint cimport (
+    uint8_t, uint32_t, uintptr_t, uint64_t, int16_t, int32_t, int64_t, INT32_MAX)
 from libc.string cimport memcpy
 
 from kcodec._core.wire cimport *
@@ -633,8 +634,8 @@ def encode_v2(Rows rows, starts, *, int codec, level, timestamp_type, transactio
     cdef Py_ssize_t n_runs = start_rows.shape[0], k
     cdef size_t capacity
     cdef Run* runs
-    for length in (ts_types.shape[0], in_transaction.shape[0], pids.shape[0], epochs.shape[0], sequences.shape[0],
-                   leader_epochs.shape[0]):
+    for length in (ts_types.shape[0], in_transaction.shape[0], pids.shape[0], epochs.shape[0],
+                   sequences.shape[0], leader_epochs.shape[0]):
         if length != n_runs:
             raise ValueError(f"{length} run attributes for {n_runs} runs")
     if rows.n == 0:
@@ -652,7 +653,8 @@ def encode_v2(Rows rows, starts, *, int codec, level, timestamp_type, transactio
         for k in range(n_runs):
             runs[k].start = start_rows[k]
             runs[k].stop = start_rows[k + 1] if k + 1 < n_runs else rows.n
-            runs[k].attributes = (0x08 if ts_types[k] == 1 else 0) | (0x10 if in_transaction[k] else 0)
+            runs[k].attributes = ((0x08 if ts_types[k] == 1 else 0)         # LogAppendTime
+                                  | (0x10 if in_transaction[k] else 0))     # transactional
             runs[k].producer_id = pids[k]
             runs[k].producer_epoch = epochs[k]
             runs[k].base_sequence = sequences[k]
