@@ -190,7 +190,7 @@ _DEFAULTS = {"base_offset": 0, "timestamp_type": "CreateTime", "producer_id": -1
 # Each batch attribute of a run of rows: the type the core takes it in, and
 # the least and greatest value its keyword or column may have (sequences: -1
 # is "none"; the timestamp type is checked by name, or by batch_starts).
-_RUN_TYPES = {"timestamp_type": ("int32", None, None), "transactional": ("uint8", None, None),
+_RUN_TYPES = {"timestamp_type": ("int32", None, None), "transactional": ("bool", None, None),
               "producer_id": ("int64", -(1 << 63), (1 << 63) - 1),
               "producer_epoch": ("int16", -(1 << 15), (1 << 15) - 1),
               "base_sequence": ("int32", -1, (1 << 31) - 1),
@@ -297,7 +297,7 @@ _TABLE_COLUMNS = ("key", "value", "timestamp", "timestampType", "headers", "offs
 
 def _table_columns(table):
     """The columns of a Table or RecordBatch that encode reads, by name, each
-    as one Arrow array (None: a column of no chunks). Only these: wrapping
+    as one Arrow array. Only these: wrapping
     each column of a table in a Python object costs more than encoding a few
     rows."""
     index = {name: i for i, name in enumerate(table.schema.names)}
@@ -311,8 +311,8 @@ def _one_array(chunks):
     cannot hold them."""
     if not hasattr(chunks, "num_chunks"):   # a RecordBatch's column
         return chunks
-    if chunks.num_chunks <= 1:
-        return chunks.chunk(0) if chunks.num_chunks else None
+    if chunks.num_chunks <= 1:              # none: an empty array of the column's type
+        return chunks.chunk(0) if chunks.num_chunks else chunks.combine_chunks()
     import pyarrow as pa
     large = {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}.get(chunks.type)
     if large is not None and chunks.nbytes > INT32_MAX:
@@ -410,7 +410,8 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
     if magic == 2:
         return encode_v2(rows, starts, codec=codec, level=compression_level,
                          timestamp_type=runs["timestamp_type"],
-                         transactional=runs["transactional"], producer_id=runs["producer_id"],
+                         transactional=runs["transactional"].view("uint8"),
+                         producer_id=runs["producer_id"],
                          producer_epoch=runs["producer_epoch"],
                          base_sequence=runs["base_sequence"],
                          partition_leader_epoch=runs["partition_leader_epoch"],

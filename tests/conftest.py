@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+import kcodec
 from kcodec._core.columns import handed_back_batches
 
 REPO = Path(__file__).resolve().parents[1]
@@ -16,6 +17,12 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "footprint: the test measures the process's resident "
                             "memory or page faults (ci/asan.sh leaves it out: the "
                             "sanitizer's allocator changes both)")
+    config.addinivalue_line("markers", "memory_pool: the test needs the column memory pool "
+                            "(KCODEC_TEST_NO_MEMORY_POOL=1 leaves it out)")
+    if os.environ.get("KCODEC_TEST_NO_MEMORY_POOL") == "1":
+        # ci/asan.sh: every block freed when it is given back, not kept for
+        # reuse, so that a use after free is a use of freed memory.
+        kcodec.kept_memory_limit(0)
 
 
 @pytest.fixture(autouse=True)

@@ -272,7 +272,7 @@ def test_small_tables_give_all_their_memory_back():
 
 @pytest.mark.parametrize("options", [{}, {"views": True}, {"batch_columns": True}],
                          ids=["copies", "views", "batch_columns"])
-def test_small_and_large_tables_decode_alike(options):
+def test_small_and_large_tables_decode_alike(options, restored_kept_memory_limit):
     """A table whose columns take under 1 MiB goes to Arrow in one import,
     a larger one column by column: the same records give the same rows."""
     records = [(None if i % 7 == 0 else b"k%d" % i, None if i % 11 == 0 else b"v" * (i % 90),
@@ -285,6 +285,7 @@ def test_small_and_large_tables_decode_alike(options):
     # The large table's columns went one by one: dropping all but one gives
     # the others' blocks back to the pool while that one lives.
     from kcodec._core.columns import kept_memory_bytes
+    kcodec.kept_memory_limit(64 << 20)        # (ci/asan.sh runs with no pool)
     table = kcodec.decode(data, **options)
     pooled = kept_memory_bytes()
     offsets = table.column("offset")
@@ -314,6 +315,7 @@ def restored_kept_memory_limit():
     kcodec.kept_memory_limit(previous)
 
 
+@pytest.mark.memory_pool                  # its default limit
 def test_kept_memory_stays_within_its_limit_and_a_lower_one_frees_the_rest(
         restored_kept_memory_limit):
     from kcodec._core.columns import kept_memory_bytes
@@ -798,6 +800,20 @@ def test_encode_from_a_record_batch_as_from_its_table():
     assert content(kcodec.decode(kcodec.encode(batch))) == content(table)
 
 
+def test_encode_of_a_table_whose_columns_have_no_chunks_is_empty():
+    table = kcodec.decode(kcodec.encode(RECORDS))
+    empty = table.filter(pa.array([False] * table.num_rows))
+    assert empty.column("value").num_chunks == 0
+    assert kcodec.encode(empty) == b""
+
+
+def test_a_transactional_column_is_true_where_it_is_not_zero():
+    table = pa.table({"value": pa.array([b"a", b"b", b"c"]),
+                      "isTransactional": pa.array([0, 2, -1], pa.int8())})
+    assert [(b.count, b.is_transactional) for b in kcodec.read_batches(kcodec.encode(table))] == [
+        (1, False), (2, True)]
+
+
 def test_rows_from_arrow_takes_columns_of_its_row_count_only():
     import numpy as np
     from kcodec._core.build import rows_from_arrow
@@ -807,6 +823,9 @@ def test_rows_from_arrow_takes_columns_of_its_row_count_only():
     for key, value in ((two, three), (three, two)):
         with pytest.raises(ValueError, match="for other than 3 rows"):
             rows_from_arrow(key, value, timestamps, None, 3, None, 0)
+    headers = pa.array([[], []], pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+    with pytest.raises(ValueError, match="for other than 3 rows"):
+        rows_from_arrow(three, three, timestamps, headers, 3, None, 0)
 
 
 def test_encode_from_string_columns():

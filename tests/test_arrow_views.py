@@ -303,3 +303,16 @@ def test_a_small_table_over_small_bytes_goes_to_arrow_whole():
         assert offsets.to_pylist() == list(range(n))
         del offsets
         assert sys.getrefcount(data) == before
+
+
+class BytesWithMore(bytes):
+    """A bytes subclass may hold more than its bytes (an attribute here)."""
+
+
+def test_only_an_exact_bytes_input_counts_as_small():
+    data = BytesWithMore(kcodec.encode([(b"k", b"v" * 100, i) for i in range(3)]))
+    data.extra = b"\0" * (3 << 20)
+    before = sys.getrefcount(data)
+    offsets = kcodec.decode(data, views=True).column("offset")
+    assert sys.getrefcount(data) == before
+    assert offsets.to_pylist() == [0, 1, 2]

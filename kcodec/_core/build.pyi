@@ -15,7 +15,8 @@ def rows_from_arrow(key: Optional[pa.Array], value: pa.Array, timestamps: np.nda
                     headers: Optional[pa.Array], n: int, offsets: Optional[np.ndarray],
                     base_offset: int) -> Rows: ...
 def encode_v2(rows: Rows, starts: np.ndarray, *, codec: int, level: Optional[int],
-              attributes: np.ndarray, producer_id: np.ndarray, producer_epoch: np.ndarray,
+              timestamp_type: np.ndarray, transactional: np.ndarray,
+              producer_id: np.ndarray, producer_epoch: np.ndarray,
               base_sequence: np.ndarray, partition_leader_epoch: np.ndarray,
               max_batch_bytes: int) -> bytes: ...
 def encode_control(type_id: int, *, producer_id: int, producer_epoch: int, offset: int,

@@ -48,8 +48,11 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    /* An exact bytes object exporting all of itself: it keeps nothing else alive. */
     static int kc_exported_by_bytes(const Py_buffer* view) {
-        return view->obj != NULL && PyBytes_CheckExact(view->obj);
+        return view->obj != NULL && PyBytes_CheckExact(view->obj)
+               && view->buf == PyBytes_AS_STRING(view->obj)
+               && view->len == PyBytes_GET_SIZE(view->obj);
     }
     """
     bint exported_by_bytes "kc_exported_by_bytes" (const Py_buffer* view) noexcept nogil
@@ -950,7 +953,8 @@ cdef bint small_table(list memory, size_t arena_bytes, dict sources) except -1:
     so small that its columns go to Arrow in one import: a column kept alone
     then keeps all of that, but one import instead of one a column saves
     about 5 µs, 40% of decoding a small record set. A source that is not
-    bytes may be a slice of a larger buffer, which it keeps alive whole:
+    a whole, exact bytes object may be a slice of a larger buffer, which it
+    keeps alive whole:
     how much that is is not known here, so such a table is not small."""
     cdef size_t total = arena_bytes
     cdef ColumnMemory m
