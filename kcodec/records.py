@@ -252,7 +252,6 @@ def _fixed_attributes(given):
     fixed = dict(_DEFAULTS, **given)
     del fixed["base_offset"]
     fixed["timestamp_type"] = _TIMESTAMP_TYPES[fixed["timestamp_type"]]
-    fixed["transactional"] = bool(fixed["transactional"])
     for name, value in fixed.items():
         _, least, greatest = _RUN_TYPES[name]
         if least is not None:
@@ -297,9 +296,8 @@ _TABLE_COLUMNS = ("key", "value", "timestamp", "timestampType", "headers", "offs
 
 def _table_columns(table):
     """The columns of a Table or RecordBatch that encode reads, by name, each
-    as one Arrow array. Only these: wrapping
-    each column of a table in a Python object costs more than encoding a few
-    rows."""
+    as one Arrow array. Only these: wrapping each column of a table in a
+    Python object costs more than encoding a few rows."""
     index = {name: i for i, name in enumerate(table.schema.names)}
     return {name: _one_array(table.column(index[name]))
             for name in _TABLE_COLUMNS if name in index}

@@ -952,10 +952,10 @@ cdef bint small_table(list memory, size_t arena_bytes, dict sources) except -1:
     point into (arena_bytes) and the sources its other views point into are
     so small that its columns go to Arrow in one import: a column kept alone
     then keeps all of that, but one import instead of one a column saves
-    about 5 µs, 40% of decoding a small record set. A source that is not
-    a whole, exact bytes object may be a slice of a larger buffer, which it
-    keeps alive whole:
-    how much that is is not known here, so such a table is not small."""
+    about 5 µs, 40% of decoding a small record set. A source that is not a
+    whole, exact bytes object may be a slice of a larger buffer, which it
+    keeps alive whole: how much that is is not known here, so such a table
+    is not small."""
     cdef size_t total = arena_bytes
     cdef ColumnMemory m
     cdef Source src

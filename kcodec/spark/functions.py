@@ -162,17 +162,18 @@ def _decode_to_lists(columns, include_headers, options):
     element = record_schema(include_headers)
     struct_type = to_arrow_type(element, timezone="UTC")
     list_type = to_arrow_type(ArrayType(element), timezone="UTC")
+    target = pa.schema(list(struct_type))
     first = 0
     for column in columns:
-        yield _records_lists(column, struct_type, list_type, options, first)
+        yield _records_lists(column, struct_type, target, list_type, options, first)
         first += len(column)
 
 
-def _records_lists(column, struct_type, list_type, options, first_index):
+def _records_lists(column, struct_type, target, list_type, options, first_index):
     """One Arrow batch's column of record sets as lists of record structs."""
     record_sets = list(_buffers(column))
     table, counts = decode_many(record_sets, first_index=first_index, **options)
-    values = to_spark_arrow(table, pa.schema(list(struct_type)))
+    values = to_spark_arrow(table, target)
     offsets = np.concatenate([[0], np.cumsum(counts)])
     nulls = [data is None for data in record_sets]
     structs = pa.StructArray.from_arrays(
