@@ -304,18 +304,31 @@ def _table_columns(table):
 
 
 def _one_array(chunks):
-    """A column's chunks as one array. Binary and string chunks of more than
-    2 GiB together become large_binary/large_string: their int32 offsets
-    cannot hold them."""
+    """A column's chunks as one array. Chunks of more than 2 GiB together
+    have their binary and string data (headers' too) widened to
+    large_binary/large_string: int32 offsets cannot hold it."""
     if not hasattr(chunks, "num_chunks"):   # a RecordBatch's column
         return chunks
     if chunks.num_chunks <= 1:              # none: an empty array of the column's type
         return chunks.chunk(0) if chunks.num_chunks else chunks.combine_chunks()
     import pyarrow as pa
-    large = {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}.get(chunks.type)
-    if large is not None and chunks.nbytes > INT32_MAX:
-        chunks = chunks.cast(large)
+    if chunks.nbytes > INT32_MAX:
+        large = _with_large_offsets(chunks.type)
+        if large != chunks.type:
+            chunks = chunks.cast(large)
     return pa.concat_arrays(chunks.chunks)
+
+
+def _with_large_offsets(arrow_type):
+    """arrow_type with binary and string, alone or as the fields of a list of
+    structs (headers), made large_binary and large_string."""
+    import pyarrow as pa
+    large = {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}
+    if pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type):
+        structs = arrow_type.value_field
+        fields = [field.with_type(large.get(field.type, field.type)) for field in structs.type]
+        return pa.list_(structs.with_type(pa.struct(fields)))
+    return large.get(arrow_type, arrow_type)
 
 
 def _table_encoding(table, magic, given, now):

@@ -793,6 +793,20 @@ def test_chunks_too_long_for_int32_offsets_are_joined_with_int64_ones(monkeypatc
     assert content(kcodec.decode(kcodec.encode(part))) == content(table)
 
 
+def test_header_chunks_too_long_for_int32_offsets_are_joined_with_int64_ones(monkeypatch):
+    table = kcodec.decode(kcodec.encode(RECORDS, base_offset=0))
+    part = pa.concat_tables([table.slice(0, 8), table.slice(8)])
+    headers = part.column("headers")
+    assert headers.chunk(0).values.field("value").null_count      # nulls survive the cast
+    monkeypatch.setattr(kcodec.records, "INT32_MAX", headers.chunk(0).nbytes)
+    joined = kcodec.records._one_array(headers)
+    assert [(f.name, f.type) for f in joined.type.value_type] == [
+        ("key", pa.large_string()), ("value", pa.large_binary())]
+    assert joined.type.value_field.name == headers.type.value_field.name
+    assert joined.to_pylist() == headers.to_pylist()
+    assert content(kcodec.decode(kcodec.encode(part))) == content(table)
+
+
 def test_encode_from_a_record_batch_as_from_its_table():
     table = kcodec.decode(kcodec.encode(RECORDS, base_offset=3), batch_columns=True)
     (batch,) = table.combine_chunks().to_batches()
