@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import gzip
 import io
+import struct
 import zlib
 
 import cramjam
@@ -16,7 +17,7 @@ import zstandard
 
 import kcodec
 from kcodec._core import columns, system_codecs
-from kcodec.errors import DecompressionLimitError, KafkaFormatError
+from kcodec.errors import DecompressionError, DecompressionLimitError, KafkaFormatError
 
 from arrow_rows import rows_of_records, rows_of_table
 from kafka_bytes import entries, with_v2_section, xerial
@@ -184,6 +185,32 @@ def test_cut_and_padded_frames_fail_alike(codec, views):
     for tail in (b"\x00", b"\x00" * 9, section[:20]):
         assert_paths_agree(codec, with_v2_section(data, section + tail), views=views)
     assert_paths_agree(codec, with_v2_section(data, b""), views=views)
+
+
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 16383, 16384, 1 << 21, (1 << 21) + 5])
+def test_a_snappy_blocks_declared_length_is_cramjams(size):
+    block = bytes(cramjam.snappy.compress_raw(bytes(range(256)) * (size // 256) + b"x" * (size % 256)))
+    assert system_codecs.snappy_block_length(block) == cramjam.snappy.decompress_raw_len(block)
+    assert system_codecs.snappy_block_length(memoryview(block)) == size
+
+
+@pytest.mark.invalid_input
+@pytest.mark.parametrize("preamble,rest,message", [
+    (b"", False, "length is cut off"),                          # an empty block
+    (b"\x80\x80", False, "length is cut off"),                   # the varint runs past it
+    (b"\xff\xff\xff\xff\xff\x01", True, "length is cut off"),     # six bytes long
+    (b"\xff\xff\xff\xff\x7f", True, "length is cut off"),          # past UINT32_MAX
+    (b"\xff\xff\x03", True, "cannot hold the 65535 bytes"),
+], ids=["empty", "cut", "six bytes", "past 32 bits", "too large"])
+def test_a_malformed_snappy_length_fails_alike_in_both_paths(preamble, rest, message, views):
+    codec = in_core("snappy")
+    body = bytes(cramjam.snappy.compress_raw(b"ab" * 20))[1:]     # without its own preamble
+    block = preamble + (body if rest else b"")
+    data = one_batch(codec, lambda raw: xerial(raw)[:16] + struct.pack(">i", len(block)) + block)
+    got = assert_paths_agree(codec, data, views=views)
+    assert got[0] is DecompressionError and got[1] == 0
+    with pytest.raises(DecompressionError, match=message):
+        system_codecs.snappy_block_length(block)
 
 
 def test_threads_decoding_at_once_each_get_their_rows(codec, views):

@@ -15,13 +15,13 @@ import cramjam
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
 from cpython.memoryview cimport PyMemoryView_FromMemory
-from libc.stdint cimport int32_t, uint32_t, uint64_t, uintptr_t, UINT32_MAX
+from libc.stdint cimport uint8_t, int32_t, uint32_t, uint64_t, uintptr_t, UINT32_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcmp, memcpy
 
 from kcodec._core.bindings cimport exported
 from kcodec._core.crc cimport crc32_raw
-from kcodec._core.wire cimport load_i32
+from kcodec._core.wire cimport load_i32, read_uvarint
 from kcodec.errors import DecompressionError
 
 cdef extern from *:
@@ -415,7 +415,6 @@ cdef enum:
 
 cdef const char* xerial_magic = b"\x82SNAPPY\x00"
 XERIAL_MAGIC = xerial_magic[:8]
-cdef object raw_length = cramjam.snappy.decompress_raw_len
 cdef object raw_into = cramjam.snappy.decompress_raw_into
 
 
@@ -471,23 +470,45 @@ def snappy_blocks(data):
         blocks.append(whole[start:start + size])
 
 
+cdef enum:
+    LENGTH_OK = 0                   # declared_length
+    LENGTH_UNREADABLE = 1
+    LENGTH_TOO_LARGE = 2
+
+
+cdef int declared_length(const uint8_t* block, size_t size, uint64_t* length) noexcept nogil:
+    """The length a raw snappy block declares it decompresses to, its
+    preamble (a varint of at most 5 bytes, at most UINT32_MAX), and whether
+    the block could hold it. Read here rather than by cramjam's
+    decompress_raw_len: that is a Python call a block, which costs more than
+    decompressing a small one."""
+    cdef const uint8_t* p = block
+    if read_uvarint(&p, block + size, 5, length) or length[0] > UINT32_MAX:
+        return LENGTH_UNREADABLE
+    if length[0] > max_expansion * size + 64:
+        return LENGTH_TOO_LARGE
+    return LENGTH_OK
+
+
 cpdef Py_ssize_t snappy_block_length(block) except -1:
     """The length a raw snappy block declares it decompresses to, if it could."""
-    cdef Py_ssize_t size
-    try:
-        size = raw_length(block)
-    except Exception as exc:
-        raise DecompressionError(f"snappy: {exc}") from None
-    if <size_t>size > max_expansion * <size_t>len(block) + 64:
+    cdef const uint8_t[::1] view = memoryview(block).cast("B")
+    cdef size_t n = view.shape[0]
+    cdef uint64_t length = 0
+    cdef int st = declared_length(&view[0] if n else NULL, n, &length)
+    if st == LENGTH_UNREADABLE:
+        raise DecompressionError(f"snappy: a {n}-byte block's length is cut off or malformed")
+    if st == LENGTH_TOO_LARGE:
         raise DecompressionError(
-            f"snappy: a {len(block)}-byte block cannot hold the {size} bytes it declares")
-    return size
+            f"snappy: a {n}-byte block cannot hold the {length} bytes it declares")
+    return <Py_ssize_t>length
 
 
 cdef Py_ssize_t snappy_into(Inflater* f, const uint8_t* src, size_t n, size_t limit) except -2:
     """Decompress a v2 batch's snappy records into f.out, with the GIL: their
     length, or -1 when they are left to the Python path (see above)."""
-    cdef size_t at = XERIAL_HEADER, start = 0, size = n, total = 0, want
+    cdef size_t at = XERIAL_HEADER, start = 0, size = n, total = 0
+    cdef uint64_t want = 0
     cdef int framing = snappy_framing(src, n), st
     if framing == XERIAL_SHORT_HEADER:
         return -1
@@ -498,13 +519,11 @@ cdef Py_ssize_t snappy_into(Inflater* f, const uint8_t* src, size_t n, size_t li
                 return total
             if st != CHUNK:
                 return -1
+        if (declared_length(src + start, size, &want) != LENGTH_OK or want > limit - total
+                or not has_room(f, total + want, limit)):
+            return -1
         block = PyMemoryView_FromMemory(<char*>src + start, size, PyBUF_READ)
         try:
-            want = snappy_block_length(block)
-            if want > limit - total:
-                return -1
-            if not has_room(f, total + want, limit):
-                return -1
             out = PyMemoryView_FromMemory(<char*>f.out + f.kept + total, want, PyBUF_WRITE)
             try:
                 if raw_into(block, out) != want:
