@@ -200,6 +200,11 @@ cdef Py_ssize_t grown_units(Out* o, int unit) noexcept nogil:
     return max(units, needed, o.most[unit])
 
 
+cdef struct ViewBuffer:        # a data buffer the views point into
+    const uint8_t* start
+    int64_t size
+
+
 cdef struct Mark:             # the columns as they were before a block
     Py_ssize_t used[N_UNITS]
 
@@ -1120,7 +1125,9 @@ cdef class Collector:
     cdef Py_ssize_t handed_back
     cdef list memory                # table(): each o.mem as a ColumnMemory (None: not used)
     cdef bint include_control, views
-    cdef list buffers
+    cdef list buffers               # views: what keeps each of their data buffers alive
+    cdef ViewBuffer* view_buffers   # ... and where each is
+    cdef Py_ssize_t view_buffers_room
     cdef dict current
     cdef Inflater inflater          # for batches scan decompresses itself, without the GIL
     cdef size_t max_decompressed
@@ -1167,6 +1174,7 @@ cdef class Collector:
         cdef int i
         release_inflater(&self.inflater)
         free(self.messages)
+        free(self.view_buffers)
         for i in range(N_BUFFERS):
             if self.o.mem[i] != NULL:          # not handed to table()'s ColumnMemory
                 give_back(self.o.mem[i], self.o.allocated[i])
@@ -1232,7 +1240,7 @@ cdef class Collector:
         b.position = batch.position
         b.consumed = consumed
         if self.views and b.count:
-            view_buffer(&b, src, pos, pos + n, self.current, self.buffers)
+            view_buffer(&b, src, pos, pos + n, self)
         if self.add_block(&b, batch.position, n >= NOGIL_MIN_BYTES):
             raise_fault(&b.fault, batch, src is not batch.src)
         if src is not batch.src:
@@ -1258,7 +1266,7 @@ cdef class Collector:
         b.next = b.records = data.base
         b.end = data.base + data.length
         if self.views:
-            view_buffer(b, data, 0, data.length, self.current, self.buffers)
+            view_buffer(b, data, 0, data.length, self)
         if self.add_block(b, position, data.length >= NOGIL_MIN_BYTES):
             return 1
         self.o.expanded += data.length - size
@@ -1294,7 +1302,7 @@ cdef class Collector:
             b.position = first
             b.consumed = pos[0]
             if self.views:
-                view_buffer(&b, src, first, pos[0], self.current, self.buffers)
+                view_buffer(&b, src, first, pos[0], self)
             # Parsed records: fill finds no fault in them (it returns 1 only for
             # v2 records it parses itself).
             self.add_block(&b, first, pos[0] - first >= NOGIL_MIN_BYTES)
@@ -1379,8 +1387,7 @@ cdef class Collector:
                 # Views address at most 2 GiB of one buffer: a run that goes on
                 # past that continues in a new window (see view_buffer).
                 entry_end = pos[0] + LOG_OVERHEAD + max(0, load_i32(src.base + pos[0] + 8))
-                view_buffer(&b, src, pos[0] + LOG_OVERHEAD, min(entry_end, src.length),
-                            self.current, self.buffers)
+                view_buffer(&b, src, pos[0] + LOG_OVERHEAD, min(entry_end, src.length), self)
                 window = b.window
                 buffer = b.buffer
                 limit = min(src.length, window - src.base + MAX_ARROW_BYTES)
@@ -1417,6 +1424,27 @@ cdef class Collector:
             if st != 2:
                 pos[0] = b.consumed
 
+    cdef Py_ssize_t keep_buffer(self, Py_ssize_t index, owner, const uint8_t* start,
+                                Py_ssize_t size) except -1:
+        """Make data buffer `index` of the views (len(buffers): a new one) the
+        `size` bytes at `start`, which `owner` keeps alive; returns index."""
+        cdef ViewBuffer* grown
+        cdef Py_ssize_t room
+        if index == len(self.buffers):
+            if index == self.view_buffers_room:
+                room = max(8, 2 * self.view_buffers_room)
+                grown = <ViewBuffer*>realloc(self.view_buffers, room * sizeof(ViewBuffer))
+                if grown == NULL:
+                    raise MemoryError()
+                self.view_buffers = grown
+                self.view_buffers_room = room
+            self.buffers.append(owner)
+        else:
+            self.buffers[index] = owner
+        self.view_buffers[index].start = start
+        self.view_buffers[index].size = size
+        return index
+
     cdef int begin_arena(self) except -1:
         """Make inflater.out a new data buffer of the views (see needs_new_arena)."""
         cdef size_t allocated
@@ -1426,8 +1454,7 @@ cdef class Collector:
         if self.inflater.out == NULL:
             raise MemoryError()
         self.inflater.capacity = allocated
-        self.arena = len(self.buffers)
-        self.buffers.append(None)                       # set by end_arena
+        self.arena = self.keep_buffer(len(self.buffers), None, NULL, 0)   # set by end_arena
         return 0
 
     cdef int end_arena(self) except -1:
@@ -1443,7 +1470,7 @@ cdef class Collector:
         self.inflater.capacity = self.inflater.kept = 0
         m.fit(size)
         self.arena_bytes += m.capacity
-        self.buffers[self.arena] = pa.foreign_buffer(<uintptr_t>m.memory, size, base=m)
+        self.keep_buffer(self.arena, m, m.memory, size)
         self.arena = -1
         return 0
 
@@ -1517,8 +1544,8 @@ cdef class Collector:
                 a = new_array(e, rows, nulls_of[nulls], mem[valid], mem[view_buffer], NULL,
                               2 + n_views + 1)
                 for j in range(n_views):
-                    a.buffers[2 + j] = <const void*><uintptr_t>self.buffers[j].address
-                    e.view_sizes[j] = self.buffers[j].size
+                    a.buffers[2 + j] = self.view_buffers[j].start
+                    e.view_sizes[j] = self.view_buffers[j].size
                 a.buffers[2 + n_views] = e.view_sizes
             else:
                 e = self.new_column((valid, offsets, offsets + 1))
@@ -1558,23 +1585,21 @@ cdef class Collector:
         return new_export(n_views, (owner, tuple(self.buffers)) if n_views else owner)
 
 
-cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, dict current,
-                 list buffers):
+cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, Collector c):
     """Point the block's views at a data buffer of `src` holding [start, end), the
     block's records. Views address their bytes with int32 offsets: past 2 GiB,
     a source is cut into windows, each starting at the first block it holds."""
     cdef Py_ssize_t index, at
-    index, at = current.get(src, (-1, 0))
+    index, at = c.current.get(src, (-1, 0))
     if index < 0 or start < at or end - at > MAX_ARROW_BYTES:
         at = 0 if end <= MAX_ARROW_BYTES else start
         if end - at > MAX_ARROW_BYTES:
             raise ValueError(f"{end - at} bytes of decompressed records exceed the 2 GiB that "
                              "binary views can address; decode with views=False")
-        index = len(buffers)
-        # The slice keeps `src`, and with it the buffer export of the input or
-        # the decompressed bytes, alive as long as Arrow holds the buffer.
-        buffers.append(pa.py_buffer(src.slice(at, src.length - at)))
-        current[src] = (index, at)
+        # `src` holds the buffer export of the input or the decompressed
+        # bytes: the columns keep it as long as Arrow holds the buffer.
+        index = c.keep_buffer(len(c.buffers), src, src.base + at, src.length - at)
+        c.current[src] = (index, at)
     b.window = src.base + at
     b.buffer = index
 
