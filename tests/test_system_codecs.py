@@ -189,7 +189,8 @@ def test_cut_and_padded_frames_fail_alike(codec, views):
 
 @pytest.mark.parametrize("size", [0, 1, 127, 128, 16383, 16384, 1 << 21, (1 << 21) + 5])
 def test_a_snappy_blocks_declared_length_is_cramjams(size):
-    block = bytes(cramjam.snappy.compress_raw(bytes(range(256)) * (size // 256) + b"x" * (size % 256)))
+    raw = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    block = bytes(cramjam.snappy.compress_raw(raw))
     assert system_codecs.snappy_block_length(block) == cramjam.snappy.decompress_raw_len(block)
     assert system_codecs.snappy_block_length(memoryview(block)) == size
 
