@@ -92,27 +92,46 @@ def decompress(codec, data, limit, magic=2):
     raise UnsupportedFormatError(f"unknown compression codec id {codec}")
 
 
+GZIP_MEMBER_FEED = 64
+
+
 def _gunzip(data, limit):
+    """The members of a gzip stream, one after another. The first is fed all
+    of the input; each member after it pieces that start at twice the size of
+    the member before (at least GZIP_MEMBER_FEED) and double: an inflater
+    copies what it was fed and did not use into `unused_data`, and the rest
+    of the input fed to each of many small members would be copied once a
+    member."""
+    view = memoryview(data).cast("B")
     pieces = []
-    total = 0
-    rest = data
+    total = start = 0
+    feed = len(view)
     while True:
         inflater = _inflate.decompressobj(31)
-        try:
-            piece = inflater.decompress(rest, limit - total + 1)
-        except _inflate.error as exc:
-            raise DecompressionError(f"gzip: {exc}") from None
-        total += len(piece)
-        if total > limit:
-            raise _over_limit(GZIP, total, limit)
-        pieces.append(piece)
-        if not inflater.eof:
-            raise DecompressionError("gzip: stream ends before its last block")
-        rest = inflater.unused_data
+        at = start
+        while True:
+            fed = view[at:at + feed]
+            at += len(fed)
+            try:
+                piece = inflater.decompress(fed, limit - total + 1)
+            except _inflate.error as exc:
+                raise DecompressionError(f"gzip: {exc}") from None
+            total += len(piece)
+            if total > limit:
+                raise _over_limit(GZIP, total, limit)
+            pieces.append(piece)
+            if inflater.eof:
+                break
+            if at >= len(view):
+                raise DecompressionError("gzip: stream ends before its last block")
+            feed *= 2
+        member = at - len(inflater.unused_data) - start
+        start += member
         # Concatenated members are read on; other trailing bytes are ignored,
         # as java.util.zip.GZIPInputStream does.
-        if not rest.startswith(b"\x1f\x8b"):
+        if view[start:start + 2] != b"\x1f\x8b":
             break
+        feed = max(GZIP_MEMBER_FEED, 2 * member)
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 

@@ -945,6 +945,39 @@ def test_gzip_concatenated_members():
         bytes(wrapper))
 
 
+def test_many_gzip_members_are_fed_the_input_about_once(monkeypatch):
+    """An inflater copies what it was fed and did not use: feeding each of
+    many members the whole rest would copy it once a member (time of the
+    square of their count)."""
+    raw = bytes(range(256)) * 40
+    stream = b"".join(gzip.compress(raw[i:i + 4]) for i in range(0, len(raw), 4))
+    real = kcodec.compression._inflate
+    fed = []
+
+    class Counted:
+        error = real.error
+
+        @staticmethod
+        def decompressobj(wbits):
+            inflater = real.decompressobj(wbits)
+
+            class Inflater:
+                def decompress(self, data, max_length):
+                    fed.append(len(data))
+                    return inflater.decompress(data, max_length)
+
+                def __getattr__(self, name):
+                    return getattr(inflater, name)
+            return Inflater()
+
+    monkeypatch.setattr(kcodec.compression, "_inflate", Counted)
+    assert bytes(kcodec.compression.decompress(kcodec.compression.GZIP, stream, 1 << 20)) == raw
+    assert len(fed) >= len(raw) // 4
+    assert sum(fed) < 4 * len(stream)
+    with pytest.raises(DecompressionError, match="ends before its last block"):
+        kcodec.compression.decompress(kcodec.compression.GZIP, stream[:-3], 1 << 20)
+
+
 # ----------------------------------------------------------------- pickling
 
 def _error_cases():
