@@ -884,6 +884,10 @@ def test_encode_table_rejects_what_kafka_cannot_hold():
                     "headers": pa.array([[{"key": None, "value": b"x"}]], pa.list_(header))})
     with pytest.raises(ValueError, match="header key"):
         kcodec.encode(bad)
+    for headers in (pa.array([[1]]), pa.array([["h"]]),
+                    pa.array([[{"k": "h"}]], pa.list_(pa.struct([("k", pa.string())])))):
+        with pytest.raises(TypeError, match="must be list<struct<key, value>>"):
+            kcodec.encode(pa.table({"value": pa.array([b"v"]), "headers": headers}))
 
 
 def test_offset_bounds_equal_read_records():

@@ -300,7 +300,8 @@ def rows_from_arrow(key, value, timestamps, headers, Py_ssize_t n, offsets,
         raise ValueError(f"key, value or headers for other than {n} rows")
     binary_column(keep, value, &v, "value")
     if headers is not None:
-        if not pa.types.is_list(headers.type):
+        if not (pa.types.is_list(headers.type) and pa.types.is_struct(headers.type.value_type)
+                and {"key", "value"} <= {f.name for f in headers.type.value_type}):
             raise TypeError(f"column 'headers' must be list<struct<key, value>>, not {headers.type}")
         validity_buffer, offsets_buffer = headers.buffers()[:2]
         list_validity = keep.address(validity_buffer) if headers.null_count else NULL
