@@ -1416,6 +1416,10 @@ cdef class Collector:
                                                 batch_limit(self))
                 if ready >= 0:
                     continue             # added by scan, without the GIL, with those after it
+                if not self.views:
+                    # The Python path decompresses the batch again: what the
+                    # core decompressed of it (up to the limit) is not held.
+                    release_inflater(&self.inflater)
                 if self.add_compressed(reader, &b, pos[0]):
                     self.handed_back += 1
                     return 0
