@@ -757,3 +757,36 @@ def test_a_batch_the_core_gives_back_is_not_held_while_python_reads_it():
                            capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr
     assert int(child.stdout) < 1.75 * limit        # 1.26x; 2.27x while it was held
+
+
+_SLOTS_OF_A_HUGE_COUNT = """
+import resource, struct, sys, zstandard
+import kcodec
+section = bytes(32 << 20)                 # zeros: no record, but room for 4.8M by size
+entry = bytearray(kcodec.encode([(b"k", b"v")], compression="zstd")[:61])
+batch = entry + zstandard.ZstdCompressor().compress(section)
+struct.pack_into(">i", batch, 8, len(batch) - 12)
+struct.pack_into(">i", batch, 57, len(section) // 7)
+struct.pack_into(">I", batch, 17, kcodec.crc32c(bytes(batch[21:])))
+with open("/proc/self/statm") as statm:
+    size = int(statm.read().split()[0]) * resource.getpagesize()
+# Room for the section decompressed twice over, not for a slot per counted record.
+resource.setrlimit(resource.RLIMIT_AS, (size + (160 << 20), resource.RLIM_INFINITY))
+try:
+    list(kcodec.read_records(bytes(batch)))
+except kcodec.CorruptRecordError as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.footprint
+def test_a_huge_count_gets_no_slots_before_its_records_are_found():
+    """A v2 batch's count is checked only against its bytes (7 a record at
+    least): the object API's record slots, many times that, grow as records
+    are parsed, so a count the bytes could hold but no record backs raises
+    the record's error, not MemoryError, under an address space limit."""
+    import subprocess
+    import sys
+    child = subprocess.run([sys.executable, "-c", _SLOTS_OF_A_HUGE_COUNT],
+                           capture_output=True, text=True, timeout=120)
+    assert (child.returncode, child.stdout.strip()) == (0, "CorruptRecordError"), child.stderr

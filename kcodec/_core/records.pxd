@@ -266,6 +266,7 @@ cdef class Slots:
     cdef Source src
     cdef Slot* items
     cdef Py_ssize_t count
+    cdef int grow(self, Py_ssize_t count) except -1
 
 
 cdef class Batch:

@@ -18,7 +18,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.object cimport PyObject_GenericGetAttr
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t, INT64_MIN, INT64_MAX
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, realloc, free
 
 from kcodec._core.wire cimport *
 from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of, crc32_raw
@@ -164,17 +164,20 @@ cdef bint count_fits(int32_t count, Py_ssize_t n) noexcept nogil:
     return count <= n // V2_MIN_RECORD
 
 
-cdef int parse_v2_records(const uint8_t* base, const uint8_t* p, const uint8_t* end,
-                          int32_t count, V2Base* v, Slot* slots, FaultInfo* fi) noexcept nogil:
-    """Validate `count` records in [p, end) and record where their fields are."""
+cdef int parse_v2_records(const uint8_t* base, const uint8_t** pp, const uint8_t* end,
+                          int32_t count, int32_t first, int32_t stop, V2Base* v, Slot* slots,
+                          FaultInfo* fi) noexcept nogil:
+    """Validate records first to stop - 1 (of `count`) from *pp on, in
+    [*pp, end), record where their fields are in slots[first:stop], and
+    advance *pp past them; after the last record, nothing may follow."""
     cdef int32_t i
     cdef int st
-    for i in range(count):
-        st = parse_v2_record(base, &p, end, count, i, v, &slots[i], fi, NULL, 0)
+    for i in range(first, stop):
+        st = parse_v2_record(base, pp, end, count, i, v, &slots[i], fi, NULL, 0)
         if st:
             return st
         slots[i].sequence = record_sequence(v, slots[i].offset)
-    return v2_records_end(base, p, end, count, fi)
+    return v2_records_end(base, pp[0], end, count, fi) if stop == count else OK
 
 
 cdef int parse_legacy_message(const uint8_t* base, const uint8_t* p, const uint8_t* end,
@@ -493,6 +496,18 @@ cdef class Slots:
     def __dealloc__(self):
         free(self.items)
 
+    cdef int grow(self, Py_ssize_t count) except -1:
+        cdef Slot* grown = <Slot*>realloc(self.items, count * sizeof(Slot))
+        if grown == NULL:
+            raise MemoryError()
+        self.items = grown
+        self.count = count
+        return 0
+
+
+cdef enum:
+    FIRST_SLOTS = 4096
+
 
 cdef Slots new_slots(Source src, Py_ssize_t count):
     cdef Slots slots = Slots.__new__(Slots)
@@ -681,21 +696,29 @@ cdef class Batch:
         cdef int32_t count = self._count
         cdef V2Base v
         cdef FaultInfo fi
-        cdef Slots slots = new_slots(data, count)
+        # A count is only known to fit the bytes (7 a record at least); a
+        # slot is many times that, so the slots grow as records are found.
+        cdef Slots slots = new_slots(data, min(count, FIRST_SLOTS))
+        cdef const uint8_t* p = data.base + pos
+        cdef int32_t done = 0
         cdef int st
         if count == 0:
             return slots
         self.v2_base(&v)
-        if n < NOGIL_MIN_BYTES:
-            st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count, &v,
-                                  slots.items, &fi)
-        else:
-            with nogil:
-                st = parse_v2_records(data.base, data.base + pos, data.base + pos + n, count,
-                                      &v, slots.items, &fi)
-        if st:
-            raise_fault(&fi, self, self.codec != 0)
-        return slots
+        while True:
+            if n < NOGIL_MIN_BYTES:
+                st = parse_v2_records(data.base, &p, data.base + pos + n, count, done,
+                                      <int32_t>slots.count, &v, slots.items, &fi)
+            else:
+                with nogil:
+                    st = parse_v2_records(data.base, &p, data.base + pos + n, count, done,
+                                          <int32_t>slots.count, &v, slots.items, &fi)
+            if st:
+                raise_fault(&fi, self, self.codec != 0)
+            if slots.count == count:
+                return slots
+            done = <int32_t>slots.count
+            slots.grow(min(count, 4 * slots.count))
 
     cdef Slots _parse_message(self):
         cdef Slots slots = new_slots(self.src, 1)
