@@ -41,7 +41,7 @@ from kcodec._core.records cimport (
 )
 from kcodec._core.system_codecs cimport (
     LZ4, Inflater, decompress_batch, decompress_in_core, decompress_with_gil, inflates,
-    release_inflater)
+    release_inflater, release_output)
 
 cdef extern from *:
     int popcount "__builtin_popcountll" (unsigned long long) noexcept nogil
@@ -1419,7 +1419,7 @@ cdef class Collector:
                 if not self.views:
                     # The Python path decompresses the batch again: what the
                     # core decompressed of it (up to the limit) is not held.
-                    release_inflater(&self.inflater)
+                    release_output(&self.inflater)
                 if self.add_compressed(reader, &b, pos[0]):
                     self.handed_back += 1
                     return 0

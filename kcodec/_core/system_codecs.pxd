@@ -30,4 +30,5 @@ cdef Py_ssize_t decompress_with_gil(Inflater* f, int codec, const uint8_t* src, 
 cdef Py_ssize_t decompress_batch(Inflater* f, int codec, const uint8_t* src, size_t n,
                                  size_t limit) except -2
 cdef bint inflates(int codec) noexcept nogil
+cdef void release_output(Inflater* f) noexcept nogil
 cdef void release_inflater(Inflater* f) noexcept nogil

@@ -383,6 +383,17 @@ cdef bint inflates(int codec) noexcept nogil:
     return codec in (GZIP, SNAPPY, LZ4, ZSTD) and enabled[codec]
 
 
+cdef void release_output(Inflater* f) noexcept nogil:
+    """Give back f.out (the next batch takes memory again); the codecs'
+    contexts stay."""
+    if f.give == NULL:
+        free(f.out)
+    elif f.out != NULL:
+        f.give(f.out, f.capacity)
+    f.out = NULL
+    f.capacity = f.kept = 0
+
+
 cdef void release_inflater(Inflater* f) noexcept nogil:
     drop_lz4(f)
     if f.zstd != NULL:
@@ -390,12 +401,7 @@ cdef void release_inflater(Inflater* f) noexcept nogil:
         f.zstd = NULL
     free(f.gzip)
     f.gzip = NULL
-    if f.give == NULL:
-        free(f.out)
-    elif f.out != NULL:
-        f.give(f.out, f.capacity)
-    f.out = NULL
-    f.capacity = f.kept = 0
+    release_output(f)
 
 
 # snappy. cramjam has no C interface, so its blocks are decompressed with the
