@@ -5,7 +5,9 @@ places, as decompressing through the Python path; with views=True too, where
 the batches stay in that buffer for the views to point into."""
 from concurrent.futures import ThreadPoolExecutor
 
+import ctypes
 import gzip
+import importlib.util
 import io
 import struct
 import zlib
@@ -101,6 +103,26 @@ def test_turning_the_core_path_off_and_on(codec):
     assert system_codecs.in_core(codec, True) == library
     with pytest.raises(KeyError):
         system_codecs.in_core("none")
+
+
+def libzstd_version(module):
+    """ZSTD_versionNumber() of the libzstd in extension module `module`, or None."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except ImportError:
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".so"):
+        return None
+    return ctypes.CDLL(spec.origin).ZSTD_versionNumber()
+
+
+def test_the_core_calls_the_first_libzstd_build_of_the_python_paths_version():
+    major, minor, patch = zstandard.ZSTD_VERSION
+    versions = {module: libzstd_version(module) for module in system_codecs.ZSTD_BUILDS}
+    first = next(module for module, version in versions.items()
+                 if version == major * 10000 + minor * 100 + patch)
+    assert system_codecs.core_module("zstd") == first
+    assert system_codecs.in_core("zstd") == f"libzstd {major}.{minor}.{patch} ({first})"
 
 
 def gzip_named(raw):

@@ -1,5 +1,8 @@
 from typing import Literal, Optional
 
+ZSTD_BUILDS: tuple[str, ...]
+
+def core_module(codec: Literal["gzip", "snappy", "lz4", "zstd"]) -> Optional[str]: ...
 def in_core(codec: Literal["gzip", "snappy", "lz4", "zstd"], enabled_now: Optional[bool] = None) -> Optional[str]: ...
 
 XERIAL_MAGIC: bytes

@@ -6,12 +6,15 @@
 # The C functions come from the bindings' own extension modules, which export
 # them: the very library builds the Python path runs, so that both paths
 # accept the same input (libzstd 1.5.4 and 1.5.7 differ on corrupt frames).
+# zstd alone may come from another binding's build of the very libzstd
+# version the Python path runs (see ZSTD_BUILDS).
 # They are looked up at import, not linked: where a binding does not export
 # them, decode() decompresses through the binding. This path takes only input
 # it decodes whole; anything else (a bad frame, output over the limit, an
 # input that ends inside a frame) goes to the Python path, which names the
 # error.
 import cramjam
+import zstandard
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
 from cpython.memoryview cimport PyMemoryView_FromMemory
@@ -99,6 +102,17 @@ cdef isal_read_header_fn isal_read_header = NULL
 cdef bint enabled[ZSTD + 1]
 cdef dict libraries = {             # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
     "snappy": f"cramjam {cramjam.__version__} (holding the GIL)"}
+cdef dict modules = {}              # codec name -> the extension module its functions are in
+# Where the core looks for libzstd, first to last. The builds of zstd's own
+# standard library module (Python 3.14's compression.zstd, and its backport)
+# decode the harness's zstd workload about 7% faster than zstandard's (kcodec
+# bench); zstandard's Python decompressor is the one the Python path keeps,
+# since the standard module's takes a new context (~7 us) for every frame.
+ZSTD_BUILDS = ("backports.zstd._zstd", "_zstd", "zstandard._cffi")
+
+
+cdef unsigned zstd_version_number(tuple version):
+    return version[0] * 10000 + version[1] * 100 + version[2]
 
 
 cdef str version_text(str stem, unsigned number, str module):
@@ -108,7 +122,7 @@ cdef str version_text(str stem, unsigned number, str module):
 cdef void load():
     global lz4f_create, lz4f_free, lz4f_decompress, lz4f_is_error
     global zstd_create, zstd_free, zstd_set, zstd_reset, zstd_stream, zstd_is_error
-    cdef unsigned version
+    cdef unsigned version, python_path_version
     lz4 = exported("lz4.frame._frame", (
         "LZ4_versionNumber", "LZ4F_createDecompressionContext", "LZ4F_freeDecompressionContext",
         "LZ4F_decompress", "LZ4F_isError"))
@@ -120,19 +134,25 @@ cdef void load():
             lz4f_decompress = <lz4f_decompress_fn><uintptr_t>lz4["LZ4F_decompress"]
             lz4f_is_error = <is_error_fn><uintptr_t>lz4["LZ4F_isError"]
             libraries["lz4"] = version_text("lz4", version, "lz4.frame._frame")
-    zstd = exported("zstandard._cffi", (
-        "ZSTD_versionNumber", "ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_DCtx_setParameter",
-        "ZSTD_DCtx_reset", "ZSTD_decompressStream", "ZSTD_isError"))
-    if zstd is not None:
+            modules["lz4"] = "lz4.frame._frame"
+    python_path_version = zstd_version_number(zstandard.ZSTD_VERSION)
+    for module in ZSTD_BUILDS:
+        zstd = exported(module, (
+            "ZSTD_versionNumber", "ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_DCtx_setParameter",
+            "ZSTD_DCtx_reset", "ZSTD_decompressStream", "ZSTD_isError"))
+        if zstd is None:
+            continue
         version = (<version_fn><uintptr_t>zstd["ZSTD_versionNumber"])()
-        if version >= ZSTD_MIN_VERSION:
+        if version >= ZSTD_MIN_VERSION and version == python_path_version:
             zstd_create = <zstd_create_fn><uintptr_t>zstd["ZSTD_createDCtx"]
             zstd_free = <free_fn><uintptr_t>zstd["ZSTD_freeDCtx"]
             zstd_set = <zstd_set_fn><uintptr_t>zstd["ZSTD_DCtx_setParameter"]
             zstd_reset = <zstd_reset_fn><uintptr_t>zstd["ZSTD_DCtx_reset"]
             zstd_stream = <zstd_stream_fn><uintptr_t>zstd["ZSTD_decompressStream"]
             zstd_is_error = <is_error_fn><uintptr_t>zstd["ZSTD_isError"]
-            libraries["zstd"] = version_text("zstd", version, "zstandard._cffi")
+            libraries["zstd"] = version_text("zstd", version, module)
+            modules["zstd"] = module
+            break
     load_isal()
     enabled[SNAPPY] = True
     enabled[LZ4] = "lz4" in libraries
@@ -159,6 +179,7 @@ cdef void load_isal():
     isal_read_header = <isal_read_header_fn><uintptr_t>isal["isal_read_gzip_header"]
     if gzip_agrees_with_zlib():
         libraries["gzip"] = f"ISA-L {ISAL_VERSION} (isal.isal_zlib)"
+        modules["gzip"] = "isal.isal_zlib"
 
 
 cdef bint gzip_agrees_with_zlib():
@@ -189,6 +210,13 @@ cdef bint gzip_agrees_with_zlib():
 
 
 load()
+
+
+def core_module(codec):
+    """The extension module whose functions the decode loop calls for `codec`
+    (as "zstandard._cffi"), or None where in_core(codec) is None or the
+    library is not in one (snappy)."""
+    return modules.get(codec) if in_core(codec) is not None else None
 
 
 def in_core(codec, enabled_now=None):
