@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 
 from ._core.columns import decode_columns, decode_parts, decode_record_set, record_schema
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from .errors import integer_option
 from .records import (
     BatchReader, _check_isolation, consumer_batches, offset_bounds, overlaps, read_batches,
 )
@@ -40,6 +41,7 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
     not decompressed."""
     options = dict(verify_crc=verify_crc, partial=partial,
                    max_decompressed_bytes=max_decompressed_bytes)
+    topic, partition = _checked_topic_and_partition(topic, partition)
     start_offset, end_offset = offset_bounds(start_offset, end_offset)
     if _check_isolation(isolation) == "read_uncommitted":
         keep = None
@@ -76,6 +78,7 @@ def decode_many(record_sets, *, verify_crc=True, include_control=False,
         raise TypeError("decode_many takes an iterable of record sets; decode() takes one")
     options = dict(verify_crc=verify_crc, partial=partial,
                    max_decompressed_bytes=max_decompressed_bytes)
+    topic, partition = _checked_topic_and_partition(topic, partition)
     # BatchReader itself: read_batches' call would cost as much again per record set.
     reader = functools.partial(BatchReader, **options)
     reader(b"")                                     # the options checked, whatever comes
@@ -100,6 +103,16 @@ def _committed_batches(data, isolation, options):
     transactions reads the record set, and its errors are then the core's to
     name (decode_parts)."""
     yield from consumer_batches(data, isolation, None, **options)
+
+
+def _checked_topic_and_partition(topic, partition):
+    if topic is not None and not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+    if partition is not None:
+        partition = integer_option("partition", partition)
+        if not -(1 << 31) <= partition < 1 << 31:
+            raise ValueError(f"partition {partition} does not fit Kafka's int32 partitions")
+    return topic, partition
 
 
 def _with_topic_and_partition(table, topic, partition):

@@ -4,6 +4,7 @@ names where it happened: `.position` is the byte offset in the caller's input
 when known. They subclass ValueError and pickle, so they cross process
 boundaries (Spark executors) intact."""
 import copy
+import operator
 
 
 class KafkaFormatError(ValueError):
@@ -82,3 +83,12 @@ __all__ = [
     "UnsupportedFormatError", "DecompressionError", "DecompressionLimitError",
     "CorruptIndexError",
 ]
+
+
+def integer_option(name, value):
+    """An option's value as an int; TypeError, naming it, for a float or
+    anything else that is not an integer (a C conversion would cut it silently)."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None

@@ -4,11 +4,11 @@ All format rules live in the compiled core (kcodec._core); this module only
 chooses options, filters transactions and normalises what callers pass in.
 """
 import functools
-import operator
 import time
 from collections import namedtuple
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_id
+from .errors import integer_option
 from ._core.build import (
     batch_starts, encode_control as _encode_control, encode_legacy, encode_v2, rows_from_arrow,
     rows_from_records,
@@ -55,6 +55,8 @@ def offset_bounds(start, end):
     """[start, end) as int64 offsets meet it, the one place bounds are fitted
     to int64: None for a bound that every offset passes, and (INT64_MAX,
     INT64_MIN + 1) for a range that no offset is in."""
+    start = None if start is None else integer_option("start_offset", start)
+    end = None if end is None else integer_option("end_offset", end)
     if start is not None and start <= INT64_MIN:
         start = None
     if end is not None and end > INT64_MAX:
@@ -71,6 +73,8 @@ def consumer_batches(data, isolation, aborted, start_offset=None, end_offset=Non
     if _check_isolation(isolation) == "read_committed":
         if aborted is None:
             aborted = aborted_transactions(read_batches(data, **options))
+        else:
+            aborted = fetched_aborted(aborted)
         batches = committed(batches, aborted)
     if start_offset is not None or end_offset is not None:
         batches = _overlapping(batches, start_offset, end_offset)
@@ -109,6 +113,25 @@ def marker_type(batch):
     """"COMMIT", "ABORT" or another control type of a control batch."""
     record = marker_record(batch)
     return None if record is None else record.control.type
+
+
+def fetched_aborted(aborted):
+    """A Fetch response's aborted transactions, as given: a list of
+    (producer_id, first_offset) integer pairs, or TypeError."""
+    expected = "aborted must be a list of (producer_id, first_offset) pairs of integers"
+    try:
+        entries = list(aborted)
+    except TypeError:
+        raise TypeError(f"{expected}, not {type(aborted).__name__}") from None
+    pairs = []
+    for entry in entries:
+        try:
+            producer_id, first_offset = entry
+            pairs.append((integer_option("producer_id", producer_id),
+                          integer_option("first_offset", first_offset)))
+        except (TypeError, ValueError):
+            raise TypeError(f"{expected}; one is {entry!r}") from None
+    return pairs
 
 
 def committed(batches, aborted):
@@ -255,7 +278,7 @@ def _fixed_attributes(given):
     for name, value in fixed.items():
         _, least, greatest = _RUN_TYPES[name]
         if least is not None:
-            fixed[name] = value = operator.index(value)      # no float, truncated
+            fixed[name] = value = integer_option(name, value)
             if not least <= value <= greatest:
                 raise ValueError(f"{name} {value} is outside {least}..{greatest}")
     return fixed
@@ -398,8 +421,12 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
     codec = codec_id(compression)
     if timestamp_type is not None and timestamp_type not in _TIMESTAMP_TYPES:
         raise ValueError(f"timestamp_type must be one of {tuple(_TIMESTAMP_TYPES)}")
-    if max_batch_bytes < 1:
+    if integer_option("max_batch_bytes", max_batch_bytes) < 1:
         raise ValueError("max_batch_bytes must be positive")
+    if compression_level is not None:
+        compression_level = integer_option("compression_level", compression_level)
+    if base_offset is not None:
+        base_offset = integer_option("base_offset", base_offset)
     if magic < 2 and (transactional or producer_id not in (None, -1)):
         raise ValueError(f"magic {magic} messages have no producer id or transactions")
     given = {keyword: value for keyword, value in (

@@ -1,5 +1,6 @@
 """kcodec.decode: the same rows as read_records, as Arrow columns."""
 
+import inspect
 import os
 import resource
 import zlib
@@ -683,6 +684,52 @@ def test_encode_rejects_offsets_and_timestamp_types_kafka_cannot_hold():
     for rows in ([(b"k", b"v")], pa.table({"value": [b"v"]})):
         with pytest.raises(TypeError, match="float"):
             kcodec.encode(rows, producer_id=1.5)            # not 1
+
+
+@pytest.mark.parametrize("call", ["decode", "decode_many", "read_records"])
+@pytest.mark.parametrize("option", ["max_decompressed_bytes", "start_offset", "end_offset",
+                                    "partition"])
+def test_integer_options_of_decoding_take_no_float(call, option):
+    """A C conversion would cut 1.5 to 1 without a word: each option names itself."""
+    data = kcodec.encode(RECORDS)
+    decoders = {"decode": kcodec.decode,
+                "decode_many": lambda data, **options: kcodec.decode_many([data], **options),
+                "read_records": lambda data, **options: list(kcodec.read_records(data, **options))}
+    if option in inspect.signature(getattr(kcodec, call)).parameters:
+        with pytest.raises(TypeError, match=f"^{option} must be an integer, not float$"):
+            decoders[call](data, **{option: 1.5})
+        decoders[call](data, **{option: 1})
+
+
+def test_topic_and_partition_are_checked_before_decoding():
+    data = kcodec.encode(RECORDS)
+    with pytest.raises(TypeError, match="topic must be a str, not int"):
+        kcodec.decode(data, topic=7)
+    with pytest.raises(ValueError, match="partition 2147483648 does not fit"):
+        kcodec.decode_many([data], partition=1 << 31)
+    assert kcodec.decode(data, partition=(1 << 31) - 1).column("partition")[0].as_py() == 2**31 - 1
+
+
+@pytest.mark.parametrize("aborted", [5, [(1,)], [(1, 2, 3)], [1], "xy", [("a", 0)], [(1.5, 0)]])
+def test_aborted_takes_integer_pairs_only(aborted):
+    data = kcodec.encode(RECORDS)
+    for decode in (kcodec.decode, lambda data, **options: list(kcodec.read_records(data, **options))):
+        with pytest.raises(TypeError, match=r"aborted must be a list of \(producer_id, "
+                                            r"first_offset\) pairs of integers"):
+            decode(data, isolation="read_committed", aborted=aborted)
+    assert kcodec.decode(data, isolation="read_committed", aborted=[(1, 0)]).num_rows == len(RECORDS)
+
+
+@pytest.mark.parametrize("option", ["max_batch_bytes", "base_offset", "compression_level",
+                                    "producer_id", "base_sequence", "partition_leader_epoch"])
+def test_integer_options_of_encoding_take_no_float(option):
+    table = kcodec.decode(kcodec.encode(RECORDS))
+    extra = {"producer_id": 1} if option == "base_sequence" else {}
+    whole = 5 if option == "compression_level" else 1000
+    for rows in (RECORDS, table):
+        with pytest.raises(TypeError, match=f"^{option} must be an integer, not float$"):
+            kcodec.encode(rows, compression="gzip", **extra, **{option: whole + 0.5})
+        assert kcodec.decode(kcodec.encode(rows, compression="gzip", **extra, **{option: whole}))
 
 
 def test_magic_0_rows_keep_no_timestamp_in_newer_magics():

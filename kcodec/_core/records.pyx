@@ -25,7 +25,8 @@ from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of, crc32_raw
 
 from kcodec import compression as _compression
 from kcodec.errors import (
-    KafkaFormatError, CorruptRecordError, CrcMismatchError, UnsupportedFormatError, located,
+    KafkaFormatError, CorruptRecordError, CrcMismatchError, UnsupportedFormatError, integer_option,
+    located,
 )
 
 
@@ -809,6 +810,7 @@ cdef class BatchReader:
                  partial="stop", max_entry_bytes=None, source=None, Py_ssize_t first_byte=0):
         if partial not in ("stop", "error"):
             raise ValueError(f"partial must be 'stop' or 'error', not {partial!r}")
+        max_decompressed_bytes = integer_option("max_decompressed_bytes", max_decompressed_bytes)
         if max_decompressed_bytes < 0:
             raise ValueError("max_decompressed_bytes must not be negative")
         self.src = as_source(data)
@@ -816,7 +818,8 @@ cdef class BatchReader:
         self.verify_crc = verify_crc
         self.partial_error = partial == "error"
         self.max_decompressed = max_decompressed_bytes
-        self.max_entry = 0x7FFFFFFF if max_entry_bytes is None else max_entry_bytes
+        self.max_entry = (0x7FFFFFFF if max_entry_bytes is None
+                          else integer_option("max_entry_bytes", max_entry_bytes))
         self.source = None if source is None else str(source)
         self.first_byte = first_byte
 
