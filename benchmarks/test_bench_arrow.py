@@ -5,7 +5,8 @@ compiled reader and builder and with the floors measured in the same run:
 * uncompressed: a CRC of the whole input (CRC-32C for v2) plus a memcpy of it,
   once per CRC implementation at hand (kcodec's, the crc32c package's);
 * compressed: the codec library kcodec uses decompressing each batch's
-  records section (zlib wbits 31, cramjam snappy blocks, lz4.frame, zstandard).
+  records section (zlib wbits 31, cramjam snappy blocks, lz4.frame, and
+  ZSTD_decompressDCtx of the libzstd build the core calls).
 
     python -m pytest benchmarks/test_bench_arrow.py --benchmark-only -q
     python -m pytest benchmarks/test_bench_arrow.py --benchmark-disable   # as CI: once each
