@@ -41,7 +41,7 @@ from kcodec._core.records cimport (
 )
 from kcodec._core.system_codecs cimport (
     LZ4, Inflater, decompress_batch, decompress_in_core, decompress_with_gil, inflates,
-    release_inflater, release_output)
+    release_inflater, release_output, drop_output_tail)
 
 cdef extern from *:
     int popcount "__builtin_popcountll" (unsigned long long) noexcept nogil
@@ -1416,9 +1416,11 @@ cdef class Collector:
                                                 batch_limit(self))
                 if ready >= 0:
                     continue             # added by scan, without the GIL, with those after it
-                if not self.views:
-                    # The Python path decompresses the batch again: what the
-                    # core decompressed of it (up to the limit) is not held.
+                # The Python path decompresses the batch again: what the core
+                # decompressed of it (up to the limit) is not held.
+                if self.views:
+                    drop_output_tail(&self.inflater)
+                else:
                     release_output(&self.inflater)
                 if self.add_compressed(reader, &b, pos[0]):
                     self.handed_back += 1

@@ -31,4 +31,5 @@ cdef Py_ssize_t decompress_batch(Inflater* f, int codec, const uint8_t* src, siz
                                  size_t limit) except -2
 cdef bint inflates(int codec) noexcept nogil
 cdef void release_output(Inflater* f) noexcept nogil
+cdef void drop_output_tail(Inflater* f) noexcept nogil
 cdef void release_inflater(Inflater* f) noexcept nogil

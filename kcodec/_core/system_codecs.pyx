@@ -21,6 +21,8 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport uint8_t, int32_t, uint32_t, uint64_t, uintptr_t, UINT32_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcmp, memcpy
+from posix.mman cimport madvise, MADV_DONTNEED
+from posix.unistd cimport sysconf, _SC_PAGESIZE
 
 from kcodec._core.bindings cimport exported
 from kcodec._core.crc cimport crc32_raw
@@ -420,6 +422,20 @@ cdef void release_output(Inflater* f) noexcept nogil:
         f.give(f.out, f.capacity)
     f.out = NULL
     f.capacity = f.kept = 0
+
+
+cdef uintptr_t page_bytes = sysconf(_SC_PAGESIZE)
+
+
+cdef void drop_output_tail(Inflater* f) noexcept nogil:
+    """Hand the OS back the pages of f.out past its first f.kept bytes (what
+    a batch left to the Python path decompressed there is not read again),
+    keeping f.out where it is: views point into those bytes."""
+    cdef uintptr_t page = page_bytes
+    cdef uintptr_t first = (<uintptr_t>f.out + f.kept + page - 1) & ~(page - 1)
+    cdef uintptr_t end = (<uintptr_t>f.out + f.capacity) & ~(page - 1)
+    if f.out != NULL and end > first:
+        madvise(<void*>first, end - first, MADV_DONTNEED)
 
 
 cdef void release_inflater(Inflater* f) noexcept nogil:
