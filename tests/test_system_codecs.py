@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import ctypes
 import gzip
-import importlib.util
 import io
+import os
 import struct
 import zlib
 
@@ -105,24 +105,79 @@ def test_turning_the_core_path_off_and_on(codec):
         system_codecs.in_core("none")
 
 
-def libzstd_version(module):
-    """ZSTD_versionNumber() of the libzstd in extension module `module`, or None."""
+def test_the_core_takes_backports_zstds_build_at_zstandards_version():
     try:
-        spec = importlib.util.find_spec(module)
+        from backports import zstd
     except ImportError:
-        return None
-    if spec is None or not spec.origin or not spec.origin.endswith(".so"):
-        return None
-    return ctypes.CDLL(spec.origin).ZSTD_versionNumber()
-
-
-def test_the_core_calls_the_first_libzstd_build_of_the_python_paths_version():
+        pytest.skip("backports.zstd is not installed")
     major, minor, patch = zstandard.ZSTD_VERSION
-    versions = {module: libzstd_version(module) for module in system_codecs.ZSTD_BUILDS}
-    first = next(module for module, version in versions.items()
-                 if version == major * 10000 + minor * 100 + patch)
-    assert system_codecs.core_module("zstd") == first
-    assert system_codecs.in_core("zstd") == f"libzstd {major}.{minor}.{patch} ({first})"
+    module = ("backports.zstd._zstd" if zstd.zstd_version_info[:3] == (major, minor, patch)
+              else "zstandard._cffi")
+    assert system_codecs.core_module("zstd") == module
+    assert system_codecs.in_core("zstd") == f"libzstd {major}.{minor}.{patch} ({module})"
+
+
+_CORE_ZSTD = """
+import sys
+import zstandard
+if sys.argv[1:]:
+    zstandard.ZSTD_VERSION = tuple(map(int, sys.argv[1].split(".")))
+from kcodec._core import system_codecs
+print(system_codecs.core_module("zstd"))
+"""
+
+
+def test_a_libzstd_build_unlike_zstandards_is_not_taken(tmp_path):
+    """The system's libzstd posing as backports.zstd's build: another version,
+    and (Debian's) decoding the formats before zstd 0.8, which zstandard's
+    does not. Not taken, even where the Python path claims its version."""
+    import subprocess
+    import sys
+    import sysconfig
+    try:
+        system = ctypes.CDLL("libzstd.so.1")
+    except OSError:
+        pytest.skip("no system libzstd.so.1")
+    with open("/proc/self/maps") as maps:
+        path = next(line.split()[-1] for line in maps if "libzstd.so" in line)
+    fake = tmp_path / "backports" / "zstd"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / ("_zstd" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(
+        open(path, "rb").read())
+    version = system.ZSTD_versionNumber()
+    as_text = f"{version // 10000}.{version // 100 % 100}.{version % 100}"
+    if version == libzstd_number(zstandard.ZSTD_VERSION):
+        pytest.skip("the system's libzstd is zstandard's version")
+
+    def core_module(*argv):
+        child = subprocess.run([sys.executable, "-c", _CORE_ZSTD, *argv], capture_output=True,
+                               text=True, timeout=60, cwd=tmp_path,
+                               env={**os.environ, "PYTHONPATH": str(tmp_path)})
+        assert child.returncode == 0, child.stderr
+        return child.stdout.strip()
+
+    assert core_module() == "zstandard._cffi"
+    # With the Python path claiming the system's version, the version check
+    # alone would take it; it is still unlike zstandard's build, and nothing
+    # is taken (zstandard's own build is not of the version claimed).
+    assert core_module(as_text) == "None"
+
+
+def test_a_backports_zstd_that_fails_to_import_leaves_zstandards_build(tmp_path):
+    import subprocess
+    import sys
+    fake = tmp_path / "backports" / "zstd"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise RuntimeError('Unsupported Python version')\n")
+    child = subprocess.run([sys.executable, "-c", _CORE_ZSTD], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert (child.returncode, child.stdout.strip()) == (0, "zstandard._cffi"), child.stderr
+
+
+def libzstd_number(version):
+    major, minor, patch = version
+    return major * 10000 + minor * 100 + patch
 
 
 def gzip_named(raw):

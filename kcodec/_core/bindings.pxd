@@ -14,7 +14,7 @@ cdef inline dict exported(str module, tuple names):
     cdef void* address
     try:
         spec = importlib.util.find_spec(module)
-    except ImportError:
+    except Exception:               # a parent package that fails to import: not there
         return None
     if spec is None or not spec.origin:
         return None

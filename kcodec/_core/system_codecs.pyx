@@ -6,8 +6,8 @@
 # The C functions come from the bindings' own extension modules, which export
 # them: the very library builds the Python path runs, so that both paths
 # accept the same input (libzstd 1.5.4 and 1.5.7 differ on corrupt frames).
-# zstd alone may come from another binding's build of the very libzstd
-# version the Python path runs (see ZSTD_BUILDS).
+# zstd alone may come from another binding's build of libzstd that behaves
+# as the Python path's (see ZSTD_BUILDS).
 # They are looked up at import, not linked: where a binding does not export
 # them, decode() decompresses through the binding. This path takes only input
 # it decodes whole; anything else (a bad frame, output over the limit, an
@@ -105,12 +105,31 @@ cdef bint enabled[ZSTD + 1]
 cdef dict libraries = {             # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
     "snappy": f"cramjam {cramjam.__version__} (holding the GIL)"}
 cdef dict modules = {}              # codec name -> the extension module its functions are in
-# Where the core looks for libzstd, first to last. The builds of zstd's own
-# standard library module (Python 3.14's compression.zstd, and its backport)
-# decode the harness's zstd workload about 7% faster than zstandard's (kcodec
-# bench); zstandard's Python decompressor is the one the Python path keeps,
-# since the standard module's takes a new context (~7 us) for every frame.
-ZSTD_BUILDS = ("backports.zstd._zstd", "_zstd", "zstandard._cffi")
+# Where the core looks for libzstd, first to last: the first build that
+# behaves as zstandard's own (zstd_build_traits). backports.zstd's (Python
+# 3.14's compression.zstd, backported) decodes the harness's zstd workload
+# about 7% faster than zstandard's (kcodec bench); zstandard's Python
+# decompressor is the one the Python path keeps, since the standard module's
+# takes a new context (~7 us) for every frame.
+ZSTD_BUILDS = ("backports.zstd._zstd", "zstandard._cffi")
+ZSTD_FUNCTIONS = ("ZSTD_versionNumber", "ZSTD_isFrame", "ZSTD_createDCtx", "ZSTD_freeDCtx",
+                  "ZSTD_DCtx_setParameter", "ZSTD_DCtx_reset", "ZSTD_decompressStream",
+                  "ZSTD_isError")
+ctypedef unsigned (*is_frame_fn)(const void* buffer, size_t size) noexcept nogil
+
+
+cdef tuple zstd_build_traits(dict zstd):
+    """What two libzstd builds must share to accept the same input: the
+    version, and whether they decode the formats before zstd 0.8 (builds of
+    distributions do, the ones bundled with the bindings not): ZSTD_isFrame
+    of each legacy magic number, 0xFD2FB51E to 0xFD2FB527."""
+    cdef is_frame_fn is_frame = <is_frame_fn><uintptr_t>zstd["ZSTD_isFrame"]
+    cdef uint8_t magic[4]
+    legacy = []
+    for low in range(0x1E, 0x28):
+        magic[0], magic[1], magic[2], magic[3] = low, 0xB5, 0x2F, 0xFD
+        legacy.append(is_frame(magic, 4))
+    return (<version_fn><uintptr_t>zstd["ZSTD_versionNumber"])(), tuple(legacy)
 
 
 cdef unsigned zstd_version_number(tuple version):
@@ -137,12 +156,12 @@ cdef void load():
             lz4f_is_error = <is_error_fn><uintptr_t>lz4["LZ4F_isError"]
             libraries["lz4"] = version_text("lz4", version, "lz4.frame._frame")
             modules["lz4"] = "lz4.frame._frame"
+    reference = exported("zstandard._cffi", ZSTD_FUNCTIONS)
+    traits = None if reference is None else zstd_build_traits(reference)
     python_path_version = zstd_version_number(zstandard.ZSTD_VERSION)
     for module in ZSTD_BUILDS:
-        zstd = exported(module, (
-            "ZSTD_versionNumber", "ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_DCtx_setParameter",
-            "ZSTD_DCtx_reset", "ZSTD_decompressStream", "ZSTD_isError"))
-        if zstd is None:
+        zstd = exported(module, ZSTD_FUNCTIONS)
+        if zstd is None or traits is None or zstd_build_traits(zstd) != traits:
             continue
         version = (<version_fn><uintptr_t>zstd["ZSTD_versionNumber"])()
         if version >= ZSTD_MIN_VERSION and version == python_path_version:
