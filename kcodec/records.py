@@ -467,11 +467,13 @@ def encode_control(kind, *, producer_id, producer_epoch, offset, coordinator_epo
     """An end-transaction marker batch: kind "COMMIT" or "ABORT"."""
     if kind not in _CONTROL_KINDS:
         raise ValueError(f"kind must be 'COMMIT' or 'ABORT', not {kind!r}")
-    return _encode_control(_CONTROL_KINDS[kind], producer_id=producer_id,
-                           producer_epoch=producer_epoch, offset=offset,
-                           coordinator_epoch=coordinator_epoch,
-                           timestamp=int(time.time() * 1000) if timestamp is None else timestamp,
-                           partition_leader_epoch=partition_leader_epoch)
+    if timestamp is None:
+        timestamp = int(time.time() * 1000)
+    numbers = {name: integer_option(name, value) for name, value in (
+        ("producer_id", producer_id), ("producer_epoch", producer_epoch), ("offset", offset),
+        ("coordinator_epoch", coordinator_epoch), ("timestamp", timestamp),
+        ("partition_leader_epoch", partition_leader_epoch))}
+    return _encode_control(_CONTROL_KINDS[kind], **numbers)
 
 
 __all__ = ["Batch", "Record", "ControlRecord", "read_batches", "read_records", "encode",

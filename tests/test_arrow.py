@@ -1142,3 +1142,14 @@ def test_a_message_failing_its_checks_mid_run_raises_what_read_records_raises(vi
     with pytest.raises(kcodec.CorruptRecordError) as from_decode:
         kcodec.decode(cut, partial="error", views=views)
     assert str(from_decode.value) == str(from_records.value)
+
+
+def test_a_control_batchs_numbers_take_no_float():
+    for name in ("producer_id", "producer_epoch", "offset", "coordinator_epoch", "timestamp",
+                 "partition_leader_epoch"):
+        numbers = dict(producer_id=7, producer_epoch=1, offset=3, timestamp=1_700_000_000_000)
+        with pytest.raises(TypeError, match=f"^{name} must be an integer, not float$"):
+            kcodec.encode_control("COMMIT", **{**numbers, name: 2.5})
+    (batch,) = kcodec.read_batches(kcodec.encode_control("ABORT", producer_id=7, producer_epoch=1,
+                                                         offset=3))
+    assert (batch.producer_id, batch.base_offset, batch.is_control) == (7, 3, True)

@@ -560,3 +560,14 @@ def test_an_abort_ending_no_transaction_with_data_is_not_indexed(tmp_path):
     assert [struct.unpack_from(">hqqqq", raw, i)[1:4] for i in range(0, len(raw), 34)] \
         == [(7, 0, 3)]
     assert log.verify().problems == []
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_offsets_of_a_log_read_take_no_float(log, isolation):
+    for read in (log.read_batches, log.read_records):
+        for bound in ("start_offset", "end_offset"):
+            with pytest.raises(TypeError, match=f"^{bound} must be an integer, not float$"):
+                list(read(**{bound: 10.5}, isolation=isolation))
+    numpy_bounds = dict(start_offset=np.int64(10), end_offset=np.int64(40), isolation=isolation)
+    assert ([r.offset for r in log.read_records(**numpy_bounds)]
+            == [r.offset for r in log.read_records(10, 40, isolation=isolation)])

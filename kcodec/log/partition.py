@@ -5,7 +5,7 @@ import pyarrow as pa
 
 from ..arrow import decode as decode_record_set, schema as arrow_schema
 from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from ..errors import CorruptIndexError, KafkaFormatError, located
+from ..errors import CorruptIndexError, KafkaFormatError, integer_option, located
 from ..records import RecordIterator, _check_isolation, committed, offset_bounds, overlaps
 from .indexes import (read_leader_epoch_checkpoint, read_producer_snapshot, snapshot_offsets,
                       snapshot_path)
@@ -171,6 +171,8 @@ class PartitionLog:
 
     def _committed_end(self, isolation, end_offset):
         """end_offset, capped at the last stable offset for read_committed."""
+        if end_offset is not None:
+            end_offset = integer_option("end_offset", end_offset)
         if _check_isolation(isolation) != "read_committed":
             return end_offset
         stable = self.last_stable_offset()
@@ -207,6 +209,8 @@ class PartitionLog:
         order, headers only (nothing decompressed until iterated). A Batch's
         `position` is relative to where the read started in its segment; its
         errors, its records' too, name the segment file and the byte in it."""
+        if start_offset is not None:
+            start_offset = integer_option("start_offset", start_offset)
         end_offset = self._committed_end(isolation, end_offset)
         return self._read_batches(start_offset, end_offset, isolation)
 
