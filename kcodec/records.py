@@ -421,7 +421,8 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
     codec = codec_id(compression)
     if timestamp_type is not None and timestamp_type not in _TIMESTAMP_TYPES:
         raise ValueError(f"timestamp_type must be one of {tuple(_TIMESTAMP_TYPES)}")
-    if integer_option("max_batch_bytes", max_batch_bytes) < 1:
+    max_batch_bytes = integer_option("max_batch_bytes", max_batch_bytes)
+    if max_batch_bytes < 1:
         raise ValueError("max_batch_bytes must be positive")
     if compression_level is not None:
         compression_level = integer_option("compression_level", compression_level)

@@ -798,6 +798,12 @@ cdef ControlRecord parse_control(Record r, Batch batch):
 # --------------------------------------------------------------- scanning
 
 @cython.final
+cdef inline object int_option(str name, value):
+    """integer_option, without its call for an int: decode_many makes a
+    BatchReader per record set."""
+    return value if type(value) is int else integer_option(name, value)
+
+
 @cython.no_gc
 cdef class BatchReader:
     """Iterates the entries of a record set, verifying CRCs as it goes. With
@@ -810,7 +816,7 @@ cdef class BatchReader:
                  partial="stop", max_entry_bytes=None, source=None, Py_ssize_t first_byte=0):
         if partial not in ("stop", "error"):
             raise ValueError(f"partial must be 'stop' or 'error', not {partial!r}")
-        max_decompressed_bytes = integer_option("max_decompressed_bytes", max_decompressed_bytes)
+        max_decompressed_bytes = int_option("max_decompressed_bytes", max_decompressed_bytes)
         if max_decompressed_bytes < 0:
             raise ValueError("max_decompressed_bytes must not be negative")
         self.src = as_source(data)
@@ -819,7 +825,7 @@ cdef class BatchReader:
         self.partial_error = partial == "error"
         self.max_decompressed = max_decompressed_bytes
         self.max_entry = (0x7FFFFFFF if max_entry_bytes is None
-                          else integer_option("max_entry_bytes", max_entry_bytes))
+                          else int_option("max_entry_bytes", max_entry_bytes))
         self.source = None if source is None else str(source)
         self.first_byte = first_byte
 
