@@ -200,7 +200,7 @@ cdef inline int parse_v2_record(const uint8_t* base, const uint8_t** pp, const u
     s.header_key_bytes = key_bytes
     s.header_value_bytes = value_bytes
     s.magic = 2
-    pp[0] = p
+    pp[0] = rec_end     # p, as checked: the next record need not wait on this one's fields
     return OK
 
 
