@@ -1,4 +1,7 @@
 """Guards: the compiled core is what runs, and (in CI) it is the installed wheel."""
+import ctypes
+import importlib.util
+import mmap
 import os
 import shutil
 import subprocess
@@ -67,3 +70,51 @@ def test_the_columns_loop_calls_no_helper_per_record():
     out_of_line = [name for name in functions
                    if any(helper in name for helper in PER_RECORD_HELPERS)]
     assert out_of_line == []
+
+
+# XGETBV with ECX=1 reads XINUSE: which parts of the register state are in
+# use. Bit 2: the upper halves of ymm0-15; bit 6: the upper halves of zmm0-15.
+XINUSE_CODE = bytes.fromhex("b901000000"    # mov ecx, 1
+                            "0f01d0"        # xgetbv
+                            "48c1e220"      # shl rdx, 32
+                            "4809d0"        # or rax, rdx
+                            "c3")           # ret
+UPPER_HALVES = (1 << 2) | (1 << 6)
+
+
+def _xinuse_reader():
+    if not (sys.platform.startswith("linux") and os.uname().machine == "x86_64"
+            and " xgetbv1" in Path("/proc/cpuinfo").read_text()):
+        pytest.skip("needs x86-64 Linux with XGETBV's in-use state (xgetbv1)")
+    if crc.library() is None or not crc.library().startswith("ISA-L"):
+        pytest.skip("the CRCs do not run in ISA-L here")
+    try:
+        page = mmap.mmap(-1, mmap.PAGESIZE,
+                         prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    except OSError as exc:
+        pytest.skip(f"no executable memory: {exc}")
+    page.write(XINUSE_CODE)
+    read = ctypes.CFUNCTYPE(ctypes.c_uint64)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+    read.page = page
+    return read
+
+
+def test_the_core_clears_the_vector_state_isal_leaves():
+    # ISA-L's assembly returns without vzeroupper; until the upper halves are
+    # cleared, the core's SSE code after each CRC runs slower (crc_impl.h,
+    # kc_after_library). Called straight through ctypes, ISA-L leaves them set.
+    xinuse = _xinuse_reader()
+    isal_zlib = ctypes.CDLL(importlib.util.find_spec("isal.isal_zlib").origin)
+    isal_crc32c = isal_zlib.crc32_iscsi
+    isal_crc32c.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint]
+    data = bytes(range(256)) * 64
+    batch = kcodec.encode([(b"k", b"v" * 5000, 1, [])])
+    for name, call in [("crc32c", lambda: kcodec.crc32c(data)),
+                       ("crc32", lambda: kcodec.crc32(data)),
+                       ("decode", lambda: kcodec.decode(batch)),
+                       ("read_records", lambda: list(kcodec.read_records(batch)))]:
+        isal_crc32c(data, len(data), 0)
+        if not xinuse() & UPPER_HALVES:
+            pytest.skip(f"ISA-L left no upper halves in use here (XINUSE {xinuse():#x})")
+        call()
+        assert not xinuse() & UPPER_HALVES, (name, hex(xinuse()))
