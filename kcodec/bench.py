@@ -1034,13 +1034,16 @@ def markdown(result):
 
 def summarize(results, labels):
     """Markdown: each target as every run measured it (a column per run) and
-    how many runs met it, under each run's uncompressed decode time and steal,
-    which show the host's phase the run landed in."""
-    def none_ns(result):
+    how many runs met it, under each run's CPU, uncompressed decode and floor
+    times and steal, which show the host and the phase the run landed in."""
+    def none_ns(result, figure):
         row = next((r for r in result["workloads"] if r["id"] == "none"), None)
         if row is None:
             return "n/a"
-        return f"{row['decode']['kcodec.decode']['median_s'] / row['records'] * 1e9:.1f}"
+        return f"{figure(row)['median_s'] / row['records'] * 1e9:.1f}"
+
+    def cpu(result):
+        return result.get("environment", {}).get("cpu") or "n/a"
 
     def steal(result):
         share = result.get("cpu_steal")
@@ -1053,8 +1056,12 @@ def summarize(results, labels):
                 keys.append((t["target"], t["workload"]))
     lines = ["| target | workload | goal | " + " | ".join(labels) + " | met in |",
              "|---|---|---|" + "---:|" * len(labels) + "---:|",
+             "| CPU | | | " + " | ".join(cpu(r) for r in results) + " | |",
              "| uncompressed decode, ns/record | none | | "
-             + " | ".join(none_ns(r) for r in results) + " | |",
+             + " | ".join(none_ns(r, lambda row: row["decode"]["kcodec.decode"])
+                          for r in results) + " | |",
+             "| CRC-32C+memcpy floor, ns/record | none | | "
+             + " | ".join(none_ns(r, lambda row: row["floor"]) for r in results) + " | |",
              "| steal | | | " + " | ".join(steal(r) for r in results) + " | |"]
     for text, wid in keys:
         found = [next((t for t in r["targets"] if (t["target"], t["workload"]) == (text, wid)),

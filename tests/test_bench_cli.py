@@ -191,10 +191,13 @@ def test_summarize_puts_each_run_in_a_column_and_counts_the_runs_that_met_a_targ
     none = next(r for r in saved["workloads"] if r["id"] == "none")
     ns = none["decode"]["kcodec.decode"]["median_s"] / none["records"] * 1e9
     assert rows[("uncompressed decode, ns/record", "none")][3:5] == [f"{ns:.1f}"] * 2
+    floor_ns = none["floor"]["median_s"] / none["records"] * 1e9
+    assert rows[("CRC-32C+memcpy floor, ns/record", "none")][3:5] == [f"{floor_ns:.1f}"] * 2
+    assert rows[("CPU", "")][3:5] == [saved["environment"]["cpu"] or "n/a"] * 2
     row = rows[(first["target"], first["workload"])]
     assert row[2] == f"{first['op']} {first['goal']:g}x"
     assert row[3] == f"{first['goal']:.2f}x" and row[5] == "1 of 2"
-    assert len(body) == 2 + len(saved["targets"])
+    assert len(body) == 4 + len(saved["targets"])
 
 
 def test_summarize_refuses_a_file_that_is_not_a_saved_run(tmp_path):
