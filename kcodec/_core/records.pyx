@@ -797,13 +797,13 @@ cdef ControlRecord parse_control(Record r, Batch batch):
 
 # --------------------------------------------------------------- scanning
 
-@cython.final
 cdef inline object int_option(str name, value):
     """integer_option, without its call for an int: decode_many makes a
     BatchReader per record set."""
     return value if type(value) is int else integer_option(name, value)
 
 
+@cython.final
 @cython.no_gc
 cdef class BatchReader:
     """Iterates the entries of a record set, verifying CRCs as it goes. With
