@@ -23,7 +23,7 @@ cdef tuple NO_HEADERS = ()
 from kcodec._core.records cimport (
     LOG_OVERHEAD, NOGIL_MIN_BYTES, V2_HEADER, V2_MIN_RECORD, seq_advance,
 )
-from kcodec._core.columns cimport take_memory, give_back
+from kcodec._core.columns cimport borrow_memory, return_memory
 
 cdef enum:
     LEGACY_V0_OVERHEAD = 14      # crc, magic, attributes, key length, value length
@@ -61,17 +61,17 @@ cdef class Rows:
 
     def __dealloc__(self):
         if self.rows != NULL:
-            give_back(self.rows, self.rows_capacity)
+            return_memory(self.rows, self.rows_capacity)
         if self.headers != NULL:
-            give_back(self.headers, self.headers_capacity)
+            return_memory(self.headers, self.headers_capacity)
 
     def __len__(self):
         return self.n
 
     cdef allocate(self, Py_ssize_t n, Py_ssize_t n_headers):
         self.n = n
-        self.rows = <Row*>take_memory(max(n, 1) * sizeof(Row), &self.rows_capacity)
-        self.headers = <Blob*>take_memory(max(2 * n_headers, 1) * sizeof(Blob),
+        self.rows = <Row*>borrow_memory(max(n, 1) * sizeof(Row), &self.rows_capacity)
+        self.headers = <Blob*>borrow_memory(max(2 * n_headers, 1) * sizeof(Blob),
                                           &self.headers_capacity)
         if self.rows == NULL or self.headers == NULL:
             raise MemoryError()
@@ -647,7 +647,7 @@ def encode_v2(Rows rows, starts, *, int codec, level, timestamp_type, transactio
         if not start_rows[k - 1] < start_rows[k] < rows.n:
             raise ValueError(f"run {k} starts at row {start_rows[k]}: runs must start "
                              f"after row {start_rows[k - 1]} and before row {rows.n}")
-    runs = <Run*>take_memory(n_runs * sizeof(Run), &capacity)
+    runs = <Run*>borrow_memory(n_runs * sizeof(Run), &capacity)
     if runs == NULL:
         raise MemoryError()
     try:
@@ -664,7 +664,7 @@ def encode_v2(Rows rows, starts, *, int codec, level, timestamp_type, transactio
             return compressed_batches(rows, runs, n_runs, codec, level, max_batch_bytes)
         return uncompressed_batches(rows, runs, n_runs, max_batch_bytes)
     finally:
-        give_back(runs, capacity)
+        return_memory(runs, capacity)
 
 
 cdef bytes compressed_batches(Rows rows, Run* runs, Py_ssize_t n_runs, int codec, level,
@@ -740,7 +740,7 @@ cdef bytes uncompressed_batches(Rows rows, Run* runs, Py_ssize_t n_runs,
     a few bytes, where releasing it costs more than it frees."""
     cdef Py_ssize_t n_batches, total
     cdef size_t capacity
-    cdef BatchExtent* batches = <BatchExtent*>take_memory(rows.n * sizeof(BatchExtent), &capacity)
+    cdef BatchExtent* batches = <BatchExtent*>borrow_memory(rows.n * sizeof(BatchExtent), &capacity)
     cdef bytes out
     cdef uint8_t* p
     if batches == NULL:
@@ -760,7 +760,7 @@ cdef bytes uncompressed_batches(Rows rows, Run* runs, Py_ssize_t n_runs,
             write_batches(rows, batches, n_batches, p, p + total)
         return out
     finally:
-        give_back(batches, capacity)
+        return_memory(batches, capacity)
 
 
 def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, int64_t offset,

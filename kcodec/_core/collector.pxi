@@ -51,8 +51,8 @@ cdef class Collector:
         self.current = {}
         memset(&self.o, 0, sizeof(Out))
         memset(&self.inflater, 0, sizeof(Inflater))
-        self.inflater.take = take_memory
-        self.inflater.give = give_back
+        self.inflater.take = borrow_memory
+        self.inflater.give = return_memory
         self.arena = -1
         self.o.views = views
         self.o.input_bytes = input_bytes
@@ -67,7 +67,7 @@ cdef class Collector:
                 self.o.enabled[i] = True
         for i in range(N_BUFFERS):
             if self.o.enabled[i]:
-                self.o.mem[i] = take_memory(allocated_bytes(i, 0), &self.o.allocated[i])
+                self.o.mem[i] = borrow_memory(allocated_bytes(i, 0), &self.o.allocated[i])
                 if self.o.mem[i] == NULL:
                     raise MemoryError()
         for i in (B_KEY_OFFSETS, B_VALUE_OFFSETS, B_HEADER_LIST_OFFSETS, B_HEADER_KEY_OFFSETS,
@@ -82,32 +82,33 @@ cdef class Collector:
         free(self.view_buffers)
         for i in range(N_BUFFERS):
             if self.o.mem[i] != NULL:          # not handed to table()'s ColumnMemory
-                give_back(self.o.mem[i], self.o.allocated[i])
+                return_memory(self.o.mem[i], self.o.allocated[i])
 
-    cdef int added(self, int st, Py_ssize_t position) except -1:
-        """Raise what fill_grown's status st says, for the batch at `position`."""
-        if st == NO_MEMORY:
+    cdef int raise_for_status(self, int st, Py_ssize_t position) except -1:
+        """Raise the error a FillStatus st says (for the batch at `position`),
+        if it is one: the one place the column loops' errors become exceptions."""
+        if st == FILL_NO_MEMORY:
             raise MemoryError()
-        if st == -2:
+        if st == FILL_TOO_LARGE:
             raise ValueError("a binary column would exceed Arrow's 2 GiB limit; decode fewer "
                              "batches or record sets a call (a log: iter_decode)")
-        if st == -3:
+        if st == FILL_HEADER_CHANGED:
             raise CorruptRecordError("record headers no longer fit their record: the input "
                                      "buffer changed after it was read", position=position)
         return 0
 
     cdef int add_block(self, Block* b, Py_ssize_t position, bint release) except -1:
         """Fill block b (of the batch at `position`), growing the buffers as it
-        asks: 0, or 1 when a record fails its checks (b.fault; taken back)."""
+        asks: 0, or 1 when a record fails its checks (b.fault; the block retracted)."""
         cdef int st
         if release:
             with nogil:
                 st = fill_grown(b, &self.o)
         else:
             st = fill_grown(b, &self.o)
-        if st == 2:
+        if st == FILL_FAULT:
             return 1
-        return self.added(st, position)
+        return self.raise_for_status(st, position)
 
     cdef int add_batch(self, Batch batch, Py_ssize_t consumed) except -1:
         cdef Block b
@@ -307,7 +308,7 @@ cdef class Collector:
                     st = scan(self, src.base, src.length, pos, reader.max_entry,
                               reader.verify_crc, start, last, &b, limit, ready)
             ready = -1
-            if st == 3:
+            if st == SCAN_NEEDS_DECOMPRESS:
                 section = src.base + pos[0] + V2_HEADER
                 section_size = b.consumed - pos[0] - V2_HEADER
                 if self.views and inflates(b.codec) and needs_new_arena(self):
@@ -330,10 +331,9 @@ cdef class Collector:
                 if self.add_compressed(reader, &b, pos[0]):
                     self.handed_back += 1
                     return 0
-            elif st != 2:
-                return self.added(st, pos[0])
-            if st != 2:
                 pos[0] = b.consumed
+            elif st != SCAN_NEEDS_WINDOW:
+                return self.raise_for_status(st, pos[0])
 
     cdef Py_ssize_t keep_buffer(self, Py_ssize_t index, owner, const uint8_t* start,
                                 Py_ssize_t size) except -1:
@@ -360,7 +360,7 @@ cdef class Collector:
         """Make inflater.out a new data buffer of the views (see needs_new_arena)."""
         cdef size_t allocated
         self.end_arena()
-        self.inflater.out = take_memory(
+        self.inflater.out = borrow_memory(
             min(max(ARENA_BYTES, 2 * self.largest_batch), <size_t>MAX_ARROW_BYTES), &allocated)
         if self.inflater.out == NULL:
             raise MemoryError()

@@ -42,6 +42,7 @@ from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK,
 )
 
+from kcodec._core.status cimport *
 from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_i64, load_u16, read_blob
 from kcodec._core.records cimport (
     Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,

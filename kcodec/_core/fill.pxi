@@ -74,8 +74,8 @@ cdef inline Py_ssize_t allocated_bytes(int i, Py_ssize_t units) noexcept nogil:
 cdef struct Out:              # the column buffers being filled
     bint views                     # key and value as views, not offsets and data
     bint enabled[N_BUFFERS]
-    uint8_t* mem[N_BUFFERS]        # from take_memory; handed to ColumnMemory by table()
-    size_t allocated[N_BUFFERS]    # bytes of each, as take_memory gave them
+    uint8_t* mem[N_BUFFERS]        # from borrow_memory; handed to ColumnMemory by table()
+    size_t allocated[N_BUFFERS]    # bytes of each, as borrow_memory gave them
     Py_ssize_t capacity[N_UNITS]   # units every buffer of a unit has room for
     Py_ssize_t used[N_UNITS]       # units written: rows, headers, bytes of each binary column
     Py_ssize_t needed[N_UNITS]     # units the block being added needs (see reserve)
@@ -174,7 +174,7 @@ cdef void start_legacy_block(Block* b, Out* o, Slot* items, Py_ssize_t count) no
     b.transactional = False
 
 
-cdef void take_back(Block* b, Out* o) noexcept nogil:
+cdef void retract_block(Block* b, Out* o) noexcept nogil:
     """Remove what fill added of block b (its bits too: bitmaps are only ever OR'ed)."""
     cdef int i
     cdef Py_ssize_t k
@@ -201,11 +201,11 @@ cdef int needs_room(Out* o, Slot* s, Py_ssize_t key_bytes, Py_ssize_t value_byte
                     Py_ssize_t records_left, Py_ssize_t bytes_left) noexcept nogil:
     """Whether one more record s fits: 0; 1 not yet (o.needed says how many
     units the buffers must grow to: room for the records_left of its block,
-    in bytes_left bytes (0: unknown), were they all like s); -2 past Arrow's
-    2 GiB in a binary column."""
+    in bytes_left bytes (0: unknown), were they all like s); FILL_TOO_LARGE
+    past Arrow's 2 GiB in a binary column."""
     cdef Py_ssize_t need[N_UNITS]
     cdef Py_ssize_t guess
-    cdef int unit, st = 0
+    cdef int unit, st = FILL_DONE
     need[PER_ROW] = 1
     need[PER_HEADER] = s.headers_count
     need[KEY_BYTES] = key_bytes
@@ -215,9 +215,9 @@ cdef int needs_room(Out* o, Slot* s, Py_ssize_t key_bytes, Py_ssize_t value_byte
     for unit in range(N_UNITS):
         o.needed[unit] = o.used[unit] + need[unit]
         if unit != PER_ROW and o.needed[unit] > MAX_ARROW_BYTES:
-            return -2
+            return FILL_TOO_LARGE
         if o.needed[unit] > o.capacity[unit]:
-            st = 1
+            st = FILL_GROW
     if st:
         for unit in range(N_UNITS):
             guess = need[unit] * records_left
@@ -292,12 +292,9 @@ cdef inline void store_used(Out* o, Py_ssize_t rows, Py_ssize_t headers, Py_ssiz
 
 
 cdef int fill(Block* b, Out* o) noexcept nogil:
-    """Add block b's records, from b.done on, to the columns. 0: all added; 1:
-    the buffers must grow first (to o.needed, see needs_room, or to o.most),
-    then fill resumes at b.done;
-    2: a record fails its checks (b.fault says why) and the block is taken
-    back; -2: past Arrow's 2 GiB in a binary column; -3: a header changed in
-    the input since its record was parsed."""
+    """Add block b's records, from b.done on, to the columns: a FillStatus
+    (status.pxd). FILL_GROW: the buffers must grow first (to o.needed, see
+    needs_room, or to o.most), then fill resumes at b.done."""
     cdef int st
     if b.items == NULL:
         if rest_of_block_fits(b, o):
@@ -306,7 +303,7 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
                     st = fill_records(b, o, <HeaderlessViewsV2Block*>NULL)
                 else:
                     st = fill_records(b, o, <HeaderlessV2Block*>NULL)
-                if st != HEADERS_AHEAD:
+                if st != FILL_HEADERS_AHEAD:
                     return st
                 # Still fits: no record takes fewer than V2_MIN_RECORD bytes,
                 # nor adds more key or value bytes than it has.
@@ -321,18 +318,14 @@ cdef int fill(Block* b, Out* o) noexcept nogil:
             # reserved as many bytes as the block has even when they are null.
             memcpy(o.needed, o.used, sizeof(o.used))
             note_progress(b, o, b.next, b.done)
-            return 1
+            return FILL_GROW
         memset(o.most, 0, sizeof(o.most))        # the checked loop grows by needs_room alone
     return fill_records(b, o, <AnyBlock*>NULL)
 
 
-cdef enum:
-    NO_MEMORY = -4           # fill_grown's status, beside fill's
-
-
 cdef int grow(Out* o) noexcept nogil:
     """Grow the buffers of every unit the last fill needed more of: 0, or
-    NO_MEMORY (the buffers not grown yet are as they were)."""
+    FILL_NO_MEMORY (the buffers not grown yet are as they were)."""
     cdef Py_ssize_t units, written, new
     cdef size_t allocated
     cdef uint8_t* grown
@@ -346,37 +339,37 @@ cdef int grow(Out* o) noexcept nogil:
                 continue
             written = buffer_bytes(i, o.used[unit])
             new = allocated_bytes(i, units)
-            grown = take_memory(new, &allocated)
+            grown = borrow_memory(new, &allocated)
             if grown == NULL:
-                return NO_MEMORY
+                return FILL_NO_MEMORY
             memcpy(grown, o.mem[i], written)
             if WIDTH[i] == 0:
                 memset(grown + written, 0, new - written)
-            give_back(o.mem[i], o.allocated[i])
+            return_memory(o.mem[i], o.allocated[i])
             o.mem[i] = grown
             o.allocated[i] = allocated
         o.capacity[unit] = units
     memset(o.most, 0, sizeof(o.most))
-    return 0
+    return FILL_DONE
 
 
 cdef int fill_grown(Block* b, Out* o) noexcept nogil:
-    """fill, growing the buffers as often as it asks: its status but 1, or
-    NO_MEMORY."""
+    """fill, growing the buffers as often as it asks: its status but
+    FILL_GROW, or FILL_NO_MEMORY."""
     cdef int st
     while True:
         st = fill(b, o)
-        if st != 1:
+        if st != FILL_GROW:
             return st
-        if grow(o):
-            return NO_MEMORY
+        if grow(o) != FILL_DONE:
+            return FILL_NO_MEMORY
 
 
 # fill_records is compiled once per BlockKind (the type of its last argument
 # picks the version; the argument itself is unused): for any block; for a v2
 # block without views whose rows, keys and values are known to fit, where the
 # loop skips those checks for each record; for such a block while its
-# records have no headers, which stops (HEADERS_AHEAD) at the first record
+# records have no headers, which stops (FILL_HEADERS_AHEAD) at the first record
 # that has some (without the header columns' state kept across records, that
 # loop keeps its locals in registers: about 25 fewer instructions a record,
 # most of them loads and stores of spilled locals); and the same two for a v2
@@ -397,10 +390,6 @@ ctypedef fused BlockKind:
     HeaderlessV2Block
     ViewsV2Block
     HeaderlessViewsV2Block
-cdef enum:
-    HEADERS_AHEAD = 4        # fill_records' status, beside fill's
-
-
 cdef inline Py_ssize_t v2_records_left(Py_ssize_t count, Py_ssize_t done,
                                       Py_ssize_t bytes_left) noexcept nogil:
     """How many more records a v2 block can add, `done` of `count` added with
@@ -449,7 +438,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef const uint8_t* value = NULL
     cdef int32_t j, hk = 0, hv = 0
     cdef Py_ssize_t k
-    cdef int st = 0
+    cdef int st = FILL_DONE
     cdef int64_t* offset = <int64_t*>o.mem[B_OFFSET]
     cdef int64_t* timestamp = <int64_t*>o.mem[B_TIMESTAMP]
     cdef uint8_t* timestamp_nulls = o.mem[B_TIMESTAMP_NULLS]
@@ -499,11 +488,11 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
         elif parse_v2_record(base, &p, records_end, <int32_t>count,
                              <int32_t>(row + row_to_index), &v2, &r, &b.fault,
                              NULL if headerless else kept, 0 if headerless else HEADERS_KEPT):
-            st = 2
+            st = FILL_FAULT
             break
         if headerless and r.headers_count > 0:
             p = record
-            st = HEADERS_AHEAD
+            st = FILL_HEADERS_AHEAD
             break
         key_bytes = r.key_len if r.key_len > 0 and not views else 0
         value_bytes = r.value_len if r.value_len > 0 and not views else 0
@@ -557,7 +546,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
                 elif (read_blob(&hp, hend, &key, &hk) or read_blob(&hp, hend, &value, &hv)
                         or hk < 0 or hk > header_keys_end - header_key_at
                         or hv > header_values_end - header_value_at):
-                    st = -3                         # read again: the input may have changed
+                    st = FILL_HEADER_CHANGED          # read again: the input may have changed
                     break
                 copy_over(header_key_data + header_key_at, key, hk, hend)
                 header_key_at += hk
@@ -587,9 +576,9 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     store_used(o, row, h, key_at, value_at, header_key_at, header_value_at)
     b.done = row + row_to_index
     b.next = p
-    if st == 0 and items == NULL and v2_records_end(base, p, records_end, <int32_t>count,
+    if st == FILL_DONE and items == NULL and v2_records_end(base, p, records_end, <int32_t>count,
                                                     &b.fault):
-        st = 2
-    if st == 2:
-        take_back(b, o)
+        st = FILL_FAULT
+    if st == FILL_FAULT:
+        retract_block(b, o)
     return st

@@ -1,4 +1,4 @@
-# The process-wide pool of kept column memory (take_memory, give_back),
+# The process-wide pool of kept column memory (borrow_memory, return_memory),
 # included by columns.pyx; build.pyx and the decompressor borrow it
 # through columns.pxd.
 
@@ -73,7 +73,7 @@ cdef inline bint far_too_big(size_t capacity, size_t size) noexcept nogil:
     return capacity > 2 * size + MIN_KEPT_BYTES
 
 
-cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept nogil:
+cdef uint8_t* borrow_memory(size_t size, size_t* capacity) noexcept nogil:
     """A block of at least `size` bytes: the smallest kept one not far too
     big, else a new one (NULL: no memory)."""
     global kept_total, n_kept
@@ -100,13 +100,13 @@ cdef uint8_t* take_memory(size_t size, size_t* capacity) noexcept nogil:
 
 
 cdef inline bint pool_has_room(size_t capacity) noexcept nogil:
-    """Whether give_back would keep a block of `capacity` bytes now: read
+    """Whether return_memory would keep a block of `capacity` bytes now: read
     without kept_lock, a hint (another thread may fill the pool first)."""
     return (capacity >= MIN_KEPT_BYTES and n_kept < KEPT_BLOCKS
             and kept_total + capacity <= kept_limit)
 
 
-cdef void give_back(void* memory, size_t capacity) noexcept nogil:
+cdef void return_memory(void* memory, size_t capacity) noexcept nogil:
     global kept_total, n_kept
     if pool_has_room(capacity):
         PyThread_acquire_lock(kept_lock, WAIT_LOCK)
@@ -148,11 +148,11 @@ cdef class ColumnMemory:
         if not far_too_big(self.capacity, size):
             return
         if pool_has_room(self.capacity):
-            fitted = take_memory(size, &capacity)
+            fitted = borrow_memory(size, &capacity)
             if fitted == NULL:
                 return
             memcpy(fitted, self.memory, size)
-            give_back(self.memory, self.capacity)
+            return_memory(self.memory, self.capacity)
         else:
             capacity = max(size, <size_t>1)
             fitted = <uint8_t*>realloc(self.memory, capacity)
@@ -163,4 +163,4 @@ cdef class ColumnMemory:
 
     def __dealloc__(self):
         if self.memory != NULL:
-            give_back(self.memory, self.capacity)
+            return_memory(self.memory, self.capacity)

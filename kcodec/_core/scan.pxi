@@ -52,16 +52,17 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     """Add the v2 batches from *pos on, with no Python object per batch, until
     an entry it does not take whole: the end or a partial entry, a legacy
     entry, a control batch to include, anything that fails a check. That entry
-    is left at *pos for BatchReader (add_batch raises its error, if any); 0. Control
-    batches and batches with no offset in [start, last] are skipped, CRCs checked, as
-    `keep` in decode_record_set skips them. With *pos at a batch begun in
-    block b: 3 when it is compressed and not decompressed here (b holds its
-    header; the caller decompresses it, with the GIL: see system_codecs for
-    the codecs that are decompressed here; with views, also when a new data
-    buffer is due, see needs_new_arena), and with views 2 when it needs a
-    window into the input first (none yet, or it ends past `limit`); -2, -3,
-    NO_MEMORY as fill_grown. `ready` >= 0: the batch at *pos is in b, its
-    records decompressed into c.inflater, that many bytes, and is added first."""
+    is left at *pos for BatchReader (add_batch raises its error, if any):
+    SCAN_STOPPED. Control batches and batches with no offset in [start, last]
+    are skipped, CRCs checked. With *pos at a batch begun in block b:
+    SCAN_NEEDS_DECOMPRESS when it is compressed and not decompressed here (b
+    holds its header; the caller decompresses it, with the GIL: see
+    system_codecs for the codecs that are decompressed here; with views, also
+    when a new data buffer is due, see needs_new_arena), and with views
+    SCAN_NEEDS_WINDOW when it needs a window into the input first (none yet,
+    or it ends past `limit`); or a FillStatus error of fill_grown. `ready` >=
+    0: the batch at *pos is in b, its records decompressed into c.inflater,
+    that many bytes, and is added first."""
     cdef const uint8_t* p
     cdef int32_t size
     cdef int attributes, st
@@ -73,12 +74,12 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
         if decompressed < 0:
             p = base + pos[0]
             if entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK or p[16] != 2:
-                return 0
+                return SCAN_STOPPED
             attributes = load_u16(p + 21)
             if attributes & 0x20 and c.include_control:
-                return 0
+                return SCAN_STOPPED
             if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
-                return 0
+                return SCAN_STOPPED
             if not (h.count and not attributes & 0x20 and h.last_offset >= start
                     and h.base_offset <= last):
                 pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
@@ -101,11 +102,11 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
                     &c.inflater, b.codec, p + V2_HEADER, LOG_OVERHEAD + size - V2_HEADER,
                     batch_limit(c))
                 if decompressed < 0:
-                    return 3
+                    return SCAN_NEEDS_DECOMPRESS
         if b.codec:
             if not count_fits(<int32_t>b.count, decompressed):
                 c.handed_back += 1
-                return 0
+                return SCAN_STOPPED
             b.base = c.inflater.out + c.inflater.kept
             b.next = b.records = b.base
             b.end = b.base + decompressed
@@ -113,9 +114,9 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             b.buffer = <int32_t>c.arena
         else:
             if not count_fits(<int32_t>b.count, b.consumed - b.position - V2_HEADER):
-                return 0
+                return SCAN_STOPPED
             if c.views and (input_window == NULL or b.consumed > limit):
-                return 2
+                return SCAN_NEEDS_WINDOW
             b.window = input_window
             b.buffer = input_buffer
             b.base = base
@@ -123,10 +124,10 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             b.end = base + b.consumed
         b.items = NULL
         st = fill_grown(b, &c.o)
-        if st == 2:
+        if st == FILL_FAULT:
             c.handed_back += 1
-            return 0
-        if st:
+            return SCAN_STOPPED
+        if st != FILL_DONE:
             return st
         if b.codec:
             c.o.expanded += decompressed - (b.consumed - b.position)
