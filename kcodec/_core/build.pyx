@@ -20,9 +20,7 @@ from kcodec import compression as _compression
 cdef object _compress = _compression.compress
 cdef tuple NO_HEADERS = ()
 
-from kcodec._core.records cimport (
-    LOG_OVERHEAD, NOGIL_MIN_BYTES, V2_HEADER, V2_MIN_RECORD, seq_advance,
-)
+from kcodec._core.records cimport NOGIL_MIN_BYTES, V2_MIN_RECORD, seq_advance
 from kcodec._core.columns cimport borrow_memory, return_memory
 
 cdef enum:
@@ -572,18 +570,18 @@ cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int
                           int32_t base_sequence, int32_t partition_leader_epoch) noexcept nogil:
     """The 61-byte header in front of records_len bytes of records, CRC included."""
     store_u64(p, <uint64_t>base_offset)
-    store_u32(p + 8, <uint32_t>(V2_HEADER - LOG_OVERHEAD + records_len))
-    store_u32(p + 12, <uint32_t>partition_leader_epoch)
-    p[16] = 2
-    store_u16(p + 21, <uint16_t>attributes)
-    store_u32(p + 23, <uint32_t>last_offset_delta)
-    store_u64(p + 27, <uint64_t>base_ts)
-    store_u64(p + 35, <uint64_t>max_ts)
-    store_u64(p + 43, <uint64_t>producer_id)
-    store_u16(p + 51, <uint16_t>producer_epoch)
-    store_u32(p + 53, <uint32_t>base_sequence)
-    store_u32(p + 57, <uint32_t>count)
-    store_u32(p + 17, crc32c_raw(p + 21, V2_HEADER - 21 + records_len))
+    store_u32(p + ENTRY_SIZE_AT, <uint32_t>(V2_HEADER - LOG_OVERHEAD + records_len))
+    store_u32(p + V2_LEADER_EPOCH_AT, <uint32_t>partition_leader_epoch)
+    p[MAGIC_AT] = 2
+    store_u16(p + V2_ATTRIBUTES_AT, <uint16_t>attributes)
+    store_u32(p + V2_LAST_OFFSET_DELTA_AT, <uint32_t>last_offset_delta)
+    store_u64(p + V2_BASE_TIMESTAMP_AT, <uint64_t>base_ts)
+    store_u64(p + V2_MAX_TIMESTAMP_AT, <uint64_t>max_ts)
+    store_u64(p + V2_PRODUCER_ID_AT, <uint64_t>producer_id)
+    store_u16(p + V2_PRODUCER_EPOCH_AT, <uint16_t>producer_epoch)
+    store_u32(p + V2_BASE_SEQUENCE_AT, <uint32_t>base_sequence)
+    store_u32(p + V2_RECORDS_COUNT_AT, <uint32_t>count)
+    store_u32(p + V2_CRC_AT, crc32c_raw(p + V2_ATTRIBUTES_AT, V2_HEADER - V2_ATTRIBUTES_AT + records_len))
 
 
 cdef struct Run:                 # rows [start, stop), written with one set of batch attributes
@@ -654,8 +652,8 @@ def encode_v2(Rows rows, starts, *, int codec, level, timestamp_type, transactio
         for k in range(n_runs):
             runs[k].start = start_rows[k]
             runs[k].stop = start_rows[k + 1] if k + 1 < n_runs else rows.n
-            runs[k].attributes = ((0x08 if ts_types[k] == 1 else 0)         # LogAppendTime
-                                  | (0x10 if in_transaction[k] else 0))     # transactional
+            runs[k].attributes = ((ATTR_LOG_APPEND_TIME if ts_types[k] == 1 else 0)
+                                  | (ATTR_TRANSACTIONAL if in_transaction[k] else 0))
             runs[k].producer_id = pids[k]
             runs[k].producer_epoch = epochs[k]
             runs[k].base_sequence = sequences[k]
@@ -786,7 +784,7 @@ def encode_control(int type_id, *, int64_t producer_id, int16_t producer_epoch, 
     cdef Run run
     run.start = 0
     run.stop = 1
-    run.attributes = 0x30        # transactional, control
+    run.attributes = ATTR_TRANSACTIONAL | ATTR_CONTROL
     run.producer_id = producer_id
     run.producer_epoch = producer_epoch
     run.base_sequence = -1
@@ -815,17 +813,17 @@ cdef uint8_t* write_message_entry(uint8_t* p, int64_t offset, int magic, int att
                                   int64_t timestamp, Blob* key, Blob* value) noexcept:
     cdef Py_ssize_t size = message_size(magic, key, value)
     cdef uint8_t* msg = p + LOG_OVERHEAD
-    cdef uint8_t* q = msg + 6
+    cdef uint8_t* q = msg + MESSAGE_FIELDS_AT
     store_u64(p, <uint64_t>offset)
-    store_u32(p + 8, <uint32_t>size)
-    msg[4] = magic
-    msg[5] = attributes
+    store_u32(p + ENTRY_SIZE_AT, <uint32_t>size)
+    msg[MESSAGE_MAGIC_AT] = magic
+    msg[MESSAGE_ATTRIBUTES_AT] = attributes
     if magic == 1:
         store_u64(q, <uint64_t>timestamp)
         q += 8
     q = write_sized(q, key)
     q = write_sized(q, value)
-    store_u32(msg, crc32_of(msg + 4, size - 4))
+    store_u32(msg, crc32_of(msg + MESSAGE_MAGIC_AT, size - MESSAGE_MAGIC_AT))
     return q
 
 
@@ -850,7 +848,7 @@ def encode_legacy(Rows rows, Py_ssize_t first, Py_ssize_t end, *, int magic, int
     """Encode rows [first, end) as v0/v1 messages: one entry per record when
     uncompressed, else wrappers of at most max_batch_bytes of inner entries each."""
     cdef Py_ssize_t start = first, stop, size, entry
-    cdef int ts_bit = 0x08 if (magic == 1 and timestamp_type == 1) else 0
+    cdef int ts_bit = ATTR_LOG_APPEND_TIME if (magic == 1 and timestamp_type == 1) else 0
     cdef int64_t max_ts
     cdef bytes inner, wrapper, compressed
     cdef Blob null_key, value

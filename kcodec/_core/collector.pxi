@@ -18,9 +18,9 @@ cdef inline int legacy_codec_at(Source src, Py_ssize_t pos) noexcept:
     """The codec a v0/v1 entry at pos says it has (0: an uncompressed message,
     else a wrapper's), or -1 when no v0/v1 entry begins there: a v2 batch or
     the end. Only a peek: the entry is checked by whoever takes it."""
-    if src.length - pos <= 17 or src.base[pos + 16] > 1:
+    if src.length - pos <= HEADER_UP_TO_MAGIC or src.base[pos + MAGIC_AT] > 1:
         return -1
-    return src.base[pos + 17] & 0x07
+    return codec_of(src.base[pos + LOG_OVERHEAD + MESSAGE_ATTRIBUTES_AT])
 
 
 @cython.final
@@ -115,7 +115,7 @@ cdef class Collector:
         cdef Slots slots = None
         cdef Source src
         cdef Py_ssize_t pos, n
-        if batch.magic == 2 and batch.attributes & 0x20:
+        if batch.magic == 2 and batch.attributes & ATTR_CONTROL:
             if not self.include_control:
                 return 0
             batch._loaded()                          # validates the control keys and values
@@ -142,7 +142,7 @@ cdef class Collector:
         b.producer_id = batch.producer_id
         b.producer_epoch = batch.producer_epoch
         b.leader_epoch = batch.partition_leader_epoch
-        b.transactional = batch.magic == 2 and batch.attributes & 0x10
+        b.transactional = batch.magic == 2 and batch.attributes & ATTR_TRANSACTIONAL
         b.position = batch.position
         b.consumed = consumed
         if self.views and b.count:
@@ -244,7 +244,7 @@ cdef class Collector:
         cdef int codec = legacy_codec_at(src, at), st
         # Declined before its CRC is computed: `reader` computes it again.
         if (self.views or codec <= 0 or not inflates(codec)
-                or (codec == LZ4 and src.base[at + 16] == 0)):
+                or (codec == LZ4 and src.base[at + MAGIC_AT] == 0)):
             return False                 # magic 0 lz4: its header checksum needs mending
         with nogil:
             ok = legacy_entry_ok(src.base, src.length, at, reader.max_entry, verify_crc, True,
@@ -292,7 +292,7 @@ cdef class Collector:
             if self.views and plain_batch_at(src.base + pos[0], src.length - pos[0]):
                 # Views address at most 2 GiB of one buffer: a run that goes on
                 # past that continues in a new window (see view_buffer).
-                entry_end = pos[0] + LOG_OVERHEAD + max(0, load_i32(src.base + pos[0] + 8))
+                entry_end = pos[0] + LOG_OVERHEAD + max(0, load_i32(src.base + pos[0] + ENTRY_SIZE_AT))
                 view_buffer(&b, src, pos[0] + LOG_OVERHEAD, min(entry_end, src.length), self)
                 window = b.window
                 buffer = b.buffer
@@ -300,7 +300,7 @@ cdef class Collector:
             b.window = window
             b.buffer = buffer
             if ready < 0 and (src.length - pos[0] < NOGIL_MIN_BYTES
-                              or src.base[pos[0] + 16] != 2):
+                              or src.base[pos[0] + MAGIC_AT] != 2):
                 st = scan(self, src.base, src.length, pos, reader.max_entry, reader.verify_crc,
                           start, last, &b, limit, -1)
             else:

@@ -43,10 +43,14 @@ from cpython.pythread cimport (
 )
 
 from kcodec._core.status cimport *
-from kcodec._core.wire cimport COPY_SLACK, FaultInfo, copy_over, load_i32, load_i64, load_u16, read_blob
+from kcodec._core.wire cimport (
+    ATTR_CONTROL, ATTR_TRANSACTIONAL, COPY_SLACK, ENTRY_SIZE_AT, HEADER_UP_TO_MAGIC, LOG_OVERHEAD,
+    MAGIC_AT, MESSAGE_ATTRIBUTES_AT, V2_ATTRIBUTES_AT, V2_HEADER, FaultInfo, codec_of, copy_over,
+    load_i32, load_i64, load_u16, read_blob, timestamp_type_of,
+)
 from kcodec._core.records cimport (
     Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,
-    LOG_OVERHEAD, V2_HEADER, V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
+    V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
     last_offset_below, legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, record_sequence,
     scan_messages, v2_records_end, wrapper_of,
 )

@@ -3,16 +3,14 @@
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 
 from kcodec._core.wire cimport (
-    FaultInfo, OK, F_TRUNCATED, F_RECORD_LENGTH, F_RECORD_SIZE, F_HEADER_COUNT, F_HEADER_KEY_NULL,
+    HEADER_UP_TO_MAGIC, LOG_OVERHEAD, V2_HEADER, FaultInfo, OK, F_TRUNCATED, F_RECORD_LENGTH,
+    F_RECORD_SIZE, F_HEADER_COUNT, F_HEADER_KEY_NULL,
     F_TOO_FEW_RECORDS, F_TRAILING_BYTES, F_FIELD_PAST_RECORD, read_blob, read_varint, read_varlong,
 )
 
 
 cdef enum:
-    LOG_OVERHEAD = 12             # an entry's offset and size, before its bytes
-    HEADER_UP_TO_MAGIC = 17
     MIN_ENTRY_SIZE = 14           # smallest v0 message; Java enforces it for every magic
-    V2_HEADER = 61
     V2_MIN_RECORD = 7             # length, attributes, ts, offset, key, value, headers: 1 byte each
     NOGIL_MIN_BYTES = 4096        # below this, releasing the GIL costs more than it frees
 

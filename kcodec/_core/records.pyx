@@ -120,7 +120,7 @@ cdef int entry_size(const uint8_t* p, Py_ssize_t remaining, int64_t max_entry,
     size[0] = -1
     if remaining < LOG_OVERHEAD:
         return ENTRY_END
-    size[0] = load_i32(p + 8)
+    size[0] = load_i32(p + ENTRY_SIZE_AT)
     if size[0] < MIN_ENTRY_SIZE:
         return F_ENTRY_TOO_SMALL
     if size[0] > max_entry:
@@ -137,21 +137,21 @@ cdef int read_v2_header(const uint8_t* p, int32_t size, bint verify_crc,
     if size < V2_HEADER - LOG_OVERHEAD:
         return F_BATCH_SHORT
     h.base_offset = load_i64(p)
-    h.leader_epoch = load_i32(p + 12)
-    h.crc = load_u32(p + 17)
-    h.attributes = load_u16(p + 21)
-    h.last_offset_delta = load_i32(p + 23)
+    h.leader_epoch = load_i32(p + V2_LEADER_EPOCH_AT)
+    h.crc = load_u32(p + V2_CRC_AT)
+    h.attributes = load_u16(p + V2_ATTRIBUTES_AT)
+    h.last_offset_delta = load_i32(p + V2_LAST_OFFSET_DELTA_AT)
     h.last_offset = <int64_t>(<uint64_t>h.base_offset + <uint64_t><int64_t>h.last_offset_delta)
-    h.first_timestamp = load_i64(p + 27)
-    h.max_timestamp = load_i64(p + 35)
-    h.producer_id = load_i64(p + 43)
-    h.producer_epoch = load_i16(p + 51)
-    h.base_sequence = load_i32(p + 53)
-    h.count = load_i32(p + 57)
-    if h.attributes & 0x07 > 4:
+    h.first_timestamp = load_i64(p + V2_BASE_TIMESTAMP_AT)
+    h.max_timestamp = load_i64(p + V2_MAX_TIMESTAMP_AT)
+    h.producer_id = load_i64(p + V2_PRODUCER_ID_AT)
+    h.producer_epoch = load_i16(p + V2_PRODUCER_EPOCH_AT)
+    h.base_sequence = load_i32(p + V2_BASE_SEQUENCE_AT)
+    h.count = load_i32(p + V2_RECORDS_COUNT_AT)
+    if codec_of(h.attributes) > MAX_CODEC_ID:
         return F_CODEC
     if verify_crc:
-        h.computed_crc = crc32c_raw(p + 21, size - 9)
+        h.computed_crc = crc32c_raw(p + V2_ATTRIBUTES_AT, size - (V2_ATTRIBUTES_AT - LOG_OVERHEAD))
         if h.computed_crc != h.crc:
             return F_CRC
     if h.count < 0:
@@ -185,9 +185,9 @@ cdef int parse_legacy_message(const uint8_t* base, const uint8_t* p, const uint8
                               LegacyMessage* m, FaultInfo* fi) noexcept nogil:
     """[p, end) is one message from its CRC on (size >= MIN_ENTRY_SIZE checked)."""
     m.crc = load_u32(p)
-    m.magic = <int8_t>p[4]
-    m.attributes = <int8_t>p[5]
-    p += 6
+    m.magic = <int8_t>p[MESSAGE_MAGIC_AT]
+    m.attributes = <int8_t>p[MESSAGE_ATTRIBUTES_AT]
+    p += MESSAGE_FIELDS_AT
     m.timestamp = -1
     if m.magic == 1:
         if end - p < 8:
@@ -222,7 +222,7 @@ cdef inline void message_slot(Slot* s, int64_t offset, LegacyMessage* m) noexcep
     """The record of the uncompressed v0/v1 message m, at `offset`."""
     s.offset = offset
     s.timestamp = m.timestamp
-    s.ts_type = -1 if m.magic == 0 else (m.attributes >> 3) & 1
+    s.ts_type = -1 if m.magic == 0 else timestamp_type_of(m.attributes)
     s.key_pos = m.key_pos
     s.key_len = m.key_len
     s.value_pos = m.value_pos
@@ -243,19 +243,19 @@ cdef bint legacy_entry_ok(const uint8_t* base, Py_ssize_t length, Py_ssize_t pos
     cdef const uint8_t* p = base + pos
     cdef int codec
     cdef FaultInfo fi
-    if (entry_size(p, length - pos, max_entry, size) != ENTRY_OK or (p[16] != 0 and p[16] != 1)
+    if (entry_size(p, length - pos, max_entry, size) != ENTRY_OK or (p[MAGIC_AT] != 0 and p[MAGIC_AT] != 1)
             or parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + <Py_ssize_t>size[0],
                                     m, &fi)):
         return False
-    codec = m.attributes & 0x07
+    codec = codec_of(m.attributes)
     if (codec != 0) != compressed or (compressed and (codec > 3 or m.value_len < 0)):
         return False
-    return not verify_crc or crc32_raw(p + 16, size[0] - 4) == m.crc
+    return not verify_crc or crc32_raw(p + MAGIC_AT, size[0] - (MAGIC_AT - LOG_OVERHEAD)) == m.crc
 
 
 cdef void wrapper_of(LegacyMessage* m, int64_t last_offset, Wrapper* w) noexcept nogil:
     w.magic = m.magic
-    w.ts_type = -1 if m.magic == 0 else (m.attributes >> 3) & 1
+    w.ts_type = -1 if m.magic == 0 else timestamp_type_of(m.attributes)
     w.last_offset = last_offset
     w.max_timestamp = m.timestamp
 
@@ -269,7 +269,7 @@ cdef int count_inner(const uint8_t* base, Py_ssize_t length, Py_ssize_t* n,
     cdef int32_t size
     n[0] = 0
     while end - p >= LOG_OVERHEAD:
-        size = load_i32(p + 8)
+        size = load_i32(p + ENTRY_SIZE_AT)
         if size < MIN_ENTRY_SIZE:
             return fail(fi, F_INNER_SIZE, p, base, size, 0)
         if size > end - p - LOG_OVERHEAD:
@@ -294,17 +294,17 @@ cdef int parse_inner(const uint8_t* base, Py_ssize_t n, Wrapper* w, bint verify_
     cdef uint64_t shift
     cdef Slot* s
     for i in range(n):
-        size = load_i32(p + 8)
+        size = load_i32(p + ENTRY_SIZE_AT)
         entry_end = p + LOG_OVERHEAD + <Py_ssize_t>size
         if parse_legacy_message(base, p + LOG_OVERHEAD, entry_end, &m, fi):
             fi.code = F_INNER_FIELD                # where parse_legacy_message put it
             return F_INNER_FIELD
         if m.magic < 0 or m.magic > 1:
-            return fail(fi, F_INNER_MAGIC, p + 16, base, m.magic, 0)
-        if m.attributes & 0x07:
+            return fail(fi, F_INNER_MAGIC, p + MAGIC_AT, base, m.magic, 0)
+        if codec_of(m.attributes):
             return fail(fi, F_INNER_NESTED, p, base, 0, 0)
         if verify_crc:
-            computed = crc32_raw(p + 16, size - 4)
+            computed = crc32_raw(p + MAGIC_AT, size - (MAGIC_AT - LOG_OVERHEAD))
             if computed != m.crc:
                 return fail(fi, F_INNER_CRC, p, base, m.crc, computed)
         s = &slots[i]
@@ -568,15 +568,15 @@ cdef class Batch:
 
     @property
     def is_transactional(self):
-        return self.magic == 2 and bool(self.attributes & 0x10)
+        return self.magic == 2 and bool(self.attributes & ATTR_TRANSACTIONAL)
 
     @property
     def is_control(self):
-        return self.magic == 2 and bool(self.attributes & 0x20)
+        return self.magic == 2 and bool(self.attributes & ATTR_CONTROL)
 
     @property
     def delete_horizon_ms(self):
-        if self.magic == 2 and self.attributes & 0x40:
+        if self.magic == 2 and self.attributes & ATTR_DELETE_HORIZON:
             return self.first_timestamp
         return None
 
@@ -612,7 +612,7 @@ cdef class Batch:
     def __iter__(self):
         # A data batch's records are made as they are reached (as read_records
         # makes them), unless records() or len() has made them already.
-        if self._records is not None or (self.attributes & 0x20 and self.magic == 2):
+        if self._records is not None or (self.attributes & ATTR_CONTROL and self.magic == 2):
             return iter(self._loaded())
         return RecordIterator((self,), True)
 
@@ -632,7 +632,7 @@ cdef class Batch:
         if self._records is None:
             slots = self.parsed()
             records = [new_record(slots.src, &slots.items[i]) for i in range(slots.count)]
-            if self.attributes & 0x20 and self.magic == 2:
+            if self.attributes & ATTR_CONTROL and self.magic == 2:
                 try:
                     for r in records:
                         (<Record>r).control = parse_control(<Record>r, self)
@@ -858,9 +858,9 @@ cdef class BatchReader:
         if st == F_ENTRY_TOO_LARGE:
             raise CorruptRecordError(f"entry size {size} exceeds the maximum {self.max_entry}",
                                      position=self.pos, offset=load_i64(p))
-        magic = <int8_t>p[16]
+        magic = <int8_t>p[MAGIC_AT]
         if magic < 0 or magic > 2:
-            raise UnsupportedFormatError(f"unknown magic {magic}", position=self.pos + 16,
+            raise UnsupportedFormatError(f"unknown magic {magic}", position=self.pos + MAGIC_AT,
                                          offset=load_i64(p))
         batch = self._v2(p, size) if magic == 2 else self._legacy(p, size, magic)
         self.pos += LOG_OVERHEAD + <Py_ssize_t>size
@@ -884,7 +884,7 @@ cdef class BatchReader:
         b.verify_crc = self.verify_crc
         b.source = self.source
         b.first_byte = self.first_byte
-        b.crc = load_u32(p + 12 if magic < 2 else p + 17)
+        b.crc = load_u32(p + LOG_OVERHEAD if magic < 2 else p + V2_CRC_AT)
         return b
 
     cdef Batch _v2(self, const uint8_t* p, int32_t size):
@@ -901,15 +901,15 @@ cdef class BatchReader:
                 f"record batch is {size + LOG_OVERHEAD} bytes, shorter than its {V2_HEADER}-byte header",
                 position=self.pos, offset=load_i64(p))
         if st == F_CODEC:
-            raise UnsupportedFormatError(f"unknown compression codec id {h.attributes & 0x07}",
-                                         position=self.pos + 21, offset=h.base_offset)
+            raise UnsupportedFormatError(f"unknown compression codec id {codec_of(h.attributes)}",
+                                         position=self.pos + V2_ATTRIBUTES_AT, offset=h.base_offset)
         if st == F_CRC:
             raise CrcMismatchError(
                 f"record batch CRC-32C {h.crc:#010x} != computed {h.computed_crc:#010x}",
                 stored=h.crc, computed=h.computed_crc, position=self.pos, offset=h.base_offset)
         if st == F_COUNT:
             raise CorruptRecordError(f"records count {h.count} is negative",
-                                     position=self.pos + 57, offset=h.base_offset)
+                                     position=self.pos + V2_RECORDS_COUNT_AT, offset=h.base_offset)
         b = self._new_batch(p, size, 2)
         b._base_offset = h.base_offset
         b.partition_leader_epoch = h.leader_epoch
@@ -924,8 +924,8 @@ cdef class BatchReader:
         b._count = h.count
         b.payload_pos = self.pos + V2_HEADER
         b.payload_len = <Py_ssize_t>size + LOG_OVERHEAD - V2_HEADER
-        b.ts_type = (h.attributes >> 3) & 1
-        b.codec = h.attributes & 0x07
+        b.ts_type = timestamp_type_of(h.attributes)
+        b.codec = codec_of(h.attributes)
         b.crc_state = 1 if self.verify_crc else -1
         return b
 
@@ -945,14 +945,16 @@ cdef class BatchReader:
             raise CorruptRecordError(f"message field runs past the end of the {size}-byte message",
                                      position=fi.where, offset=b.last_offset)
         b.attributes = <uint8_t>b.msg.attributes
-        b.codec = b.attributes & 0x07
-        if b.codec > 4:
+        b.codec = codec_of(b.attributes)
+        if b.codec > MAX_CODEC_ID:
             raise UnsupportedFormatError(f"unknown compression codec id {b.codec}",
-                                         position=self.pos + 17, offset=b.last_offset)
-        if b.codec == 4:
+                                         position=self.pos + LOG_OVERHEAD + MESSAGE_ATTRIBUTES_AT,
+                                         offset=b.last_offset)
+        if b.codec == CODEC_ZSTD:
             raise UnsupportedFormatError(f"zstd is not allowed in magic {magic} messages",
-                                         position=self.pos + 17, offset=b.last_offset)
-        b.ts_type = -1 if magic == 0 else (b.attributes >> 3) & 1
+                                         position=self.pos + LOG_OVERHEAD + MESSAGE_ATTRIBUTES_AT,
+                                         offset=b.last_offset)
+        b.ts_type = -1 if magic == 0 else timestamp_type_of(b.attributes)
         b.first_timestamp = b.msg.timestamp
         b.max_timestamp = b.msg.timestamp
         b._count = 1 if b.codec == 0 else -1
@@ -960,7 +962,7 @@ cdef class BatchReader:
         b.payload_len = max(b.msg.value_len, 0)
         b.crc_state = -1
         if self.verify_crc:
-            computed = crc32_of(p + 16, size - 4)
+            computed = crc32_of(p + MAGIC_AT, size - (MAGIC_AT - LOG_OVERHEAD))
             b.crc_state = computed == b.crc
             if not b.crc_state:
                 raise CrcMismatchError(f"message CRC-32 {b.crc:#010x} != computed {computed:#010x}",
@@ -1007,7 +1009,7 @@ cdef class RecordIterator:
             while self.index >= self.count:
                 batch = next(self.batches)
                 self.index = self.count = 0
-                if batch.attributes & 0x20 and batch.magic == 2:
+                if batch.attributes & ATTR_CONTROL and batch.magic == 2:
                     if not self.include_control:
                         continue
                     self.slots = None

@@ -23,7 +23,8 @@ cdef view_buffer(Block* b, Source src, Py_ssize_t start, Py_ssize_t end, Collect
 cdef inline bint plain_batch_at(const uint8_t* p, Py_ssize_t remaining) noexcept nogil:
     """Whether the entry at p looks like an uncompressed v2 batch (so that views
     need a window into the input for it)."""
-    return remaining >= V2_HEADER and p[16] == 2 and not (p[22] & 0x07)
+    return (remaining >= V2_HEADER and p[MAGIC_AT] == 2
+            and not codec_of(load_u16(p + V2_ATTRIBUTES_AT)))
 
 
 # With views, batches the core decompresses stay in c.inflater.out, one after
@@ -73,14 +74,14 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
     while True:
         if decompressed < 0:
             p = base + pos[0]
-            if entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK or p[16] != 2:
+            if entry_size(p, length - pos[0], max_entry, &size) != ENTRY_OK or p[MAGIC_AT] != 2:
                 return SCAN_STOPPED
-            attributes = load_u16(p + 21)
-            if attributes & 0x20 and c.include_control:
+            attributes = load_u16(p + V2_ATTRIBUTES_AT)
+            if attributes & ATTR_CONTROL and c.include_control:
                 return SCAN_STOPPED
             if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
                 return SCAN_STOPPED
-            if not (h.count and not attributes & 0x20 and h.last_offset >= start
+            if not (h.count and not attributes & ATTR_CONTROL and h.last_offset >= start
                     and h.base_offset <= last):
                 pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
                 continue
@@ -88,15 +89,15 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
             b.v2.offset = h.base_offset
             b.v2.timestamp = h.first_timestamp
             b.v2.max_timestamp = h.max_timestamp
-            b.v2.ts_type = (attributes >> 3) & 1
+            b.v2.ts_type = timestamp_type_of(attributes)
             b.v2.sequence = h.base_sequence
             b.producer_id = h.producer_id
             b.producer_epoch = h.producer_epoch
             b.leader_epoch = h.leader_epoch
-            b.transactional = (attributes & 0x10) != 0
+            b.transactional = (attributes & ATTR_TRANSACTIONAL) != 0
             b.position = pos[0]
             b.consumed = pos[0] + LOG_OVERHEAD + size
-            b.codec = attributes & 0x07
+            b.codec = codec_of(attributes)
             if b.codec:
                 decompressed = -1 if c.views and needs_new_arena(c) else decompress_in_core(
                     &c.inflater, b.codec, p + V2_HEADER, LOG_OVERHEAD + size - V2_HEADER,

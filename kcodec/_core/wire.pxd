@@ -1,7 +1,7 @@
 # Byte-level helpers shared by every core module: big-endian loads/stores and
 # bounded zigzag varints. Every read takes an end pointer; a read that would pass
 # it returns a fault code instead of touching memory.
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy
 
 cdef enum Fault:
@@ -9,6 +9,58 @@ cdef enum Fault:
     F_TRUNCATED = 1          # a field runs past the end of its enclosing region
     F_VARINT_TOO_LONG = 2
 
+
+
+# Kafka's record sets, as offsets from the start of an entry. A record set is
+# entries back to back, each [int64 offset][int32 size][size bytes], and byte
+# MAGIC_AT of every entry is its magic (see records.pyx for the fields).
+cdef enum:
+    ENTRY_SIZE_AT = 8              # int32: the bytes after LOG_OVERHEAD
+    LOG_OVERHEAD = 12              # the offset and size, before an entry's bytes
+    MAGIC_AT = 16                  # int8, in every format
+    HEADER_UP_TO_MAGIC = 17
+    # magic 2: a RecordBatch
+    V2_LEADER_EPOCH_AT = 12        # int32
+    V2_CRC_AT = 17                 # uint32: CRC-32C of [V2_ATTRIBUTES_AT, the end)
+    V2_ATTRIBUTES_AT = 21          # int16
+    V2_LAST_OFFSET_DELTA_AT = 23   # int32
+    V2_BASE_TIMESTAMP_AT = 27      # int64
+    V2_MAX_TIMESTAMP_AT = 35       # int64
+    V2_PRODUCER_ID_AT = 43         # int64
+    V2_PRODUCER_EPOCH_AT = 51      # int16
+    V2_BASE_SEQUENCE_AT = 53       # int32
+    V2_RECORDS_COUNT_AT = 57       # int32
+    V2_HEADER = 61                 # the records (or their compressed stream) start here
+    # magic 0 and 1: a message, from its CRC (entry byte LOG_OVERHEAD) on
+    MESSAGE_MAGIC_AT = 4           # int8; the CRC-32 covers the message from here
+    MESSAGE_ATTRIBUTES_AT = 5      # int8
+    MESSAGE_FIELDS_AT = 6          # [int64 timestamp, magic 1 only], key, value
+
+
+# The attribute bits: a v2 batch's int16, a message's int8.
+cdef enum:
+    ATTR_CODEC_MASK = 0x07         # the compression codec's id
+    ATTR_LOG_APPEND_TIME = 0x08    # the timestamp type: set, LogAppendTime; clear, CreateTime
+    ATTR_TRANSACTIONAL = 0x10      # v2 only
+    ATTR_CONTROL = 0x20            # v2 only
+    ATTR_DELETE_HORIZON = 0x40     # v2 only: the base timestamp is a delete horizon
+
+
+cdef enum Codec:                   # the ids under ATTR_CODEC_MASK
+    CODEC_NONE = 0
+    CODEC_GZIP = 1
+    CODEC_SNAPPY = 2
+    CODEC_LZ4 = 3
+    CODEC_ZSTD = 4                 # magic 2 only
+    MAX_CODEC_ID = 4
+
+
+cdef inline int codec_of(int attributes) noexcept nogil:
+    return attributes & ATTR_CODEC_MASK
+
+cdef inline int8_t timestamp_type_of(int attributes) noexcept nogil:
+    """0 CreateTime, 1 LogAppendTime (what timestampType columns hold)."""
+    return 1 if attributes & ATTR_LOG_APPEND_TIME else 0
 
 cdef inline uint16_t load_u16(const uint8_t* p) noexcept nogil:
     return (<uint16_t>p[0] << 8) | p[1]
