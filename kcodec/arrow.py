@@ -1,17 +1,20 @@
-"""Record sets straight to Arrow: the columns of Spark's Kafka source, built
-by the compiled core (kcodec/_core/columns.pyx) without a Python object per
-record."""
+"""Record sets to Arrow and back: decode() builds the columns of Spark's Kafka
+source in the compiled core (kcodec/_core/columns.pyx) without a Python object
+per record; encode() of a table reads its columns here (table_encoding) and
+the core builds the batches straight from their buffers."""
 import functools
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._core.build import batch_starts, rows_from_arrow
 from ._core.columns import decode_columns, decode_parts, decode_record_set, record_schema
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from .errors import integer_option
 from .records import (
-    BatchReader, _check_isolation, consumer_batches, offset_bounds, overlaps, read_batches,
+    _BATCH_COLUMNS, _RUN_TYPES, INT32_MAX, NO_TIMESTAMP, BatchReader, _check_numbering,
+    _fixed_attributes, _runs, check_isolation, consumer_batches, offset_bounds, read_batches,
 )
 
 TOPIC_FIELD = pa.field("topic", pa.string())
@@ -43,11 +46,8 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
                    max_decompressed_bytes=max_decompressed_bytes)
     topic, partition = _checked_topic_and_partition(topic, partition)
     start_offset, end_offset = offset_bounds(start_offset, end_offset)
-    if _check_isolation(isolation) == "read_uncommitted":
-        keep = None
-        if start_offset is not None or end_offset is not None:
-            keep = lambda batch: overlaps(batch, start_offset, end_offset)  # noqa: E731
-        table = decode_record_set(read_batches(data, **options), keep, include_control,
+    if check_isolation(isolation) == "read_uncommitted":
+        table = decode_record_set(read_batches(data, **options), include_control,
                                   batch_columns, views, start_offset, end_offset)
     else:
         batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
@@ -82,7 +82,7 @@ def decode_many(record_sets, *, verify_crc=True, include_control=False,
     # BatchReader itself: read_batches' call would cost as much again per record set.
     reader = functools.partial(BatchReader, **options)
     reader(b"")                                     # the options checked, whatever comes
-    committed = _check_isolation(isolation) == "read_committed"
+    committed = check_isolation(isolation) == "read_committed"
     parts = []
     for data in record_sets:
         if data is None:
@@ -150,3 +150,130 @@ def _offsets_within(table, start, end):
         table = table.set_column(i, table.schema.field(i).with_type(pa.binary_view()),
                                  table.column(i).cast(pa.binary_view()))
     return table
+
+
+# Encoding from Arrow: kcodec.encode(table) reads a table's columns here.
+
+def _column_array(column, name, dtype):
+    """The column as a numpy array of dtype; a value it cannot hold raises
+    (Arrow's checked cast), rather than wrapping."""
+    if column.null_count:
+        raise ValueError(f"column {name!r} may not hold nulls")
+    target = pa.from_numpy_dtype(dtype)
+    if column.type != target:              # a cast to its own type is no check, and costs
+        try:
+            column = column.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise ValueError(f"column {name!r}: {exc}") from None
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype)
+
+
+def _timestamps(ts, types, now, n):
+    """int64 ms from the timestamp column (None: absent). A null stays
+    "no timestamp" (-1) for a record whose timestampType says it has none,
+    as a broker up-converting magic 0 writes it; other nulls take `now`, as a
+    producer stamps a record without one."""
+
+    if ts is None:
+        timestamps = np.full(n, now, np.int64)
+        valid = np.zeros(n, bool)
+    else:
+        if pa.types.is_timestamp(ts.type):
+            if ts.type.unit != "ms":
+                ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz))
+            ts = ts.view(pa.int64())
+        elif ts.type != pa.int64():
+            ts = ts.cast(pa.int64())
+        if not ts.null_count:
+            return np.ascontiguousarray(ts.to_numpy(zero_copy_only=False), np.int64)
+        valid = np.asarray(ts.is_valid().to_numpy(zero_copy_only=False), bool)
+        timestamps = np.array(ts.fill_null(now).to_numpy(zero_copy_only=False), np.int64)
+    if types is not None:
+        timestamps[~valid & (types == -1)] = NO_TIMESTAMP
+    return timestamps
+
+
+_TABLE_COLUMNS = ("key", "value", "timestamp", "timestampType", "headers", "offset", "sequence",
+                  *_BATCH_COLUMNS)
+
+
+def _table_columns(table):
+    """The columns of a Table or RecordBatch that encode reads, by name, each
+    as one Arrow array. Only these: wrapping each column of a table in a
+    Python object costs more than encoding a few rows."""
+    index = {name: i for i, name in enumerate(table.schema.names)}
+    return {name: _one_array(table.column(index[name]))
+            for name in _TABLE_COLUMNS if name in index}
+
+
+def _one_array(chunks):
+    """A column's chunks as one array. Chunks of more than 2 GiB together
+    have their binary and string data (headers' too) widened to
+    large_binary/large_string: int32 offsets cannot hold it."""
+    if not hasattr(chunks, "num_chunks"):   # a RecordBatch's column
+        return chunks
+    if chunks.num_chunks <= 1:              # none: an empty array of the column's type
+        return chunks.chunk(0) if chunks.num_chunks else chunks.combine_chunks()
+    if chunks.nbytes > INT32_MAX:
+        large = _with_large_offsets(chunks.type)
+        if large != chunks.type:
+            chunks = chunks.cast(large)
+    return pa.concat_arrays(chunks.chunks)
+
+
+def _with_large_offsets(arrow_type):
+    """arrow_type with binary and string, alone or as the fields of a list of
+    structs (headers), made large_binary and large_string."""
+    large = {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}
+    if pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type):
+        structs = arrow_type.value_field
+        fields = [field.with_type(large.get(field.type, field.type)) for field in structs.type]
+        return pa.list_(structs.with_type(pa.struct(fields)))
+    return large.get(arrow_type, arrow_type)
+
+
+def table_encoding(table, magic, given, now):
+    """Rows straight from a pyarrow.Table's buffers (decode()'s column names;
+    only value is required), and the runs of rows that one set of batch
+    attributes covers, as records._runs gives them. Runs break where offsets do not
+    increase and where the columns that say a batch's attributes change
+    (timestampType, and with magic 2 the producer, sequence, transaction and
+    leader epoch columns). A keyword in `given` overrides its column."""
+
+    column = _table_columns(table)
+    if "value" not in column:
+        raise ValueError("a table to encode needs a 'value' column")
+    n = table.num_rows
+    types = None
+    if "timestampType" in column:
+        types = _column_array(column["timestampType"], "timestampType", np.int32)
+    timestamps = _timestamps(column.get("timestamp"), types, now, n)
+    offsets = None
+    if "base_offset" not in given and "offset" in column:
+        offsets = _column_array(column["offset"], "offset", np.int64)
+    else:
+        _check_numbering(given.get("base_offset", 0), n)
+    rows = rows_from_arrow(column.get("key"), column["value"], timestamps,
+                           column.get("headers"), n, offsets, given.get("base_offset", 0))
+
+    per_row = {}
+    if magic == 2:
+        for name, keyword in _BATCH_COLUMNS.items():
+            if name in column and keyword not in given:
+                per_row[keyword] = _column_array(column[name], name, _RUN_TYPES[keyword][0]
+                                                 ).astype(np.int64, copy=False)
+    if magic == 2 and "sequence" in column and "base_sequence" not in given:
+        per_row["base_sequence"] = _column_array(column["sequence"], "sequence", np.int32)
+        least = _RUN_TYPES["base_sequence"][1]
+        below = np.flatnonzero(per_row["base_sequence"] < least)
+        if len(below):
+            raise ValueError(f"sequence {per_row['base_sequence'][below[0]]} is below {least}, "
+                             f"Kafka's 'no sequence' (row {below[0]})")
+    if magic == 0 or "timestamp_type" in given:
+        types = None
+    if types is not None:
+        per_row["timestamp_type"] = types
+    # Client-built record sets may start each batch at offset 0 again.
+    starts = batch_starts(n, offsets, timestamps, types, per_row.get("base_sequence"),
+                          [per_row[k] for k in _BATCH_COLUMNS.values() if k in per_row])
+    return rows, _runs(starts, _fixed_attributes(given), per_row)

@@ -7,6 +7,7 @@ computed wrongly for lz4 in magic 0. Every decompression is bounded by a
 per-batch limit so that a hostile batch cannot exhaust memory.
 """
 import struct
+import sys
 import threading
 import zlib
 
@@ -19,14 +20,14 @@ except ImportError:                    # pragma: no cover - a platform without i
 import xxhash
 import zstandard
 
+from ._core import records as _core_records
+from ._core.records import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_BYTES  # noqa: F401 (re-exported)
 from ._core.system_codecs import XERIAL_MAGIC, snappy_block_length, snappy_blocks
 from .errors import DecompressionError, DecompressionLimitError, UnsupportedFormatError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 CODEC_IDS = {name: i for i, name in enumerate(CODEC_NAMES)}
 
-DEFAULT_MAX_DECOMPRESSED_BYTES = 256 << 20
 ZSTD_MAX_WINDOW = 1 << 27          # libzstd's default window limit, as Java applies it
 ZSTD_MAX_EXPANSION = 1 << 15
 ZSTD_KEPT_CONTEXT = 4 << 20        # a thread's compressor is kept while its context is no larger
@@ -324,3 +325,6 @@ def _lz4_frame(data, level, magic):
         frame[hlen - 1] = _lz4_header_checksum(memoryview(frame), hlen, True)
         frame = bytes(frame)
     return frame
+
+
+_core_records.use_python_codecs(sys.modules[__name__])

@@ -10,10 +10,9 @@ from collections import namedtuple
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, codec_id
 from .errors import integer_option
 from ._core.build import (
-    batch_starts, encode_control as _encode_control, encode_legacy, encode_v2, rows_from_arrow,
-    rows_from_records,
+    encode_control as _encode_control, encode_legacy, encode_v2, rows_from_records,
 )
-from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIterator
+from ._core.records import Batch, BatchReader, ControlRecord, Record, RecordIterator, overlaps
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 INT64_MAX = (1 << 63) - 1
@@ -70,7 +69,7 @@ def consumer_batches(data, isolation, aborted, start_offset=None, end_offset=Non
     """The batches a consumer with this isolation level reads, less those
     wholly outside [start_offset, end_offset): headers only, nothing decompressed."""
     batches = read_batches(data, **options)
-    if _check_isolation(isolation) == "read_committed":
+    if check_isolation(isolation) == "read_committed":
         if aborted is None:
             aborted = aborted_transactions(read_batches(data, **options))
         else:
@@ -85,17 +84,9 @@ def _overlapping(batches, start, end):
     return (batch for batch in batches if overlaps(batch, start, end))
 
 
-def overlaps(batch, start, end):
-    """Whether a batch may hold offsets in [start, end) (None: unbounded)."""
-    last = batch.last_offset
-    # A compressed v0/v1 wrapper's first offset is known only inside it.
-    first = None if batch.magic < 2 and batch.compression != "none" else batch.base_offset
-    if first is None and last == 0:
-        return True                        # produce-style wrapper: inner offsets only
-    return (start is None or last >= start) and (end is None or first is None or first < end)
-
-
-def _check_isolation(isolation):
+def check_isolation(isolation):
+    """`isolation` if it is one of ISOLATION_LEVELS ("read_uncommitted",
+    "read_committed"), else ValueError naming them."""
     if isolation not in ISOLATION_LEVELS:
         raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
     return isolation
@@ -220,49 +211,6 @@ _RUN_TYPES = {"timestamp_type": ("int32", None, None), "transactional": ("bool",
               "partition_leader_epoch": ("int32", -(1 << 31), (1 << 31) - 1)}
 
 
-def _column_array(column, name, dtype):
-    """The column as a numpy array of dtype; a value it cannot hold raises
-    (Arrow's checked cast), rather than wrapping."""
-    import numpy as np
-    import pyarrow as pa
-    if column.null_count:
-        raise ValueError(f"column {name!r} may not hold nulls")
-    target = pa.from_numpy_dtype(dtype)
-    if column.type != target:              # a cast to its own type is no check, and costs
-        try:
-            column = column.cast(target)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise ValueError(f"column {name!r}: {exc}") from None
-    return np.asarray(column.to_numpy(zero_copy_only=False), dtype)
-
-
-def _timestamps(ts, types, now, n):
-    """int64 ms from the timestamp column (None: absent). A null stays
-    "no timestamp" (-1) for a record whose timestampType says it has none,
-    as a broker up-converting magic 0 writes it; other nulls take `now`, as a
-    producer stamps a record without one."""
-    import numpy as np
-    import pyarrow as pa
-
-    if ts is None:
-        timestamps = np.full(n, now, np.int64)
-        valid = np.zeros(n, bool)
-    else:
-        if pa.types.is_timestamp(ts.type):
-            if ts.type.unit != "ms":
-                ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz))
-            ts = ts.view(pa.int64())
-        elif ts.type != pa.int64():
-            ts = ts.cast(pa.int64())
-        if not ts.null_count:
-            return np.ascontiguousarray(ts.to_numpy(zero_copy_only=False), np.int64)
-        valid = np.asarray(ts.is_valid().to_numpy(zero_copy_only=False), bool)
-        timestamps = np.array(ts.fill_null(now).to_numpy(zero_copy_only=False), np.int64)
-    if types is not None:
-        timestamps[~valid & (types == -1)] = NO_TIMESTAMP
-    return timestamps
-
-
 def _check_numbering(base_offset, n):
     if base_offset < 0 or base_offset + n - 1 > INT64_MAX:
         raise ValueError(f"offsets {base_offset}..{base_offset + n - 1} do not fit "
@@ -313,95 +261,6 @@ def _one_run(fixed_items):
     return runs
 
 
-_TABLE_COLUMNS = ("key", "value", "timestamp", "timestampType", "headers", "offset", "sequence",
-                  *_BATCH_COLUMNS)
-
-
-def _table_columns(table):
-    """The columns of a Table or RecordBatch that encode reads, by name, each
-    as one Arrow array. Only these: wrapping each column of a table in a
-    Python object costs more than encoding a few rows."""
-    index = {name: i for i, name in enumerate(table.schema.names)}
-    return {name: _one_array(table.column(index[name]))
-            for name in _TABLE_COLUMNS if name in index}
-
-
-def _one_array(chunks):
-    """A column's chunks as one array. Chunks of more than 2 GiB together
-    have their binary and string data (headers' too) widened to
-    large_binary/large_string: int32 offsets cannot hold it."""
-    if not hasattr(chunks, "num_chunks"):   # a RecordBatch's column
-        return chunks
-    if chunks.num_chunks <= 1:              # none: an empty array of the column's type
-        return chunks.chunk(0) if chunks.num_chunks else chunks.combine_chunks()
-    import pyarrow as pa
-    if chunks.nbytes > INT32_MAX:
-        large = _with_large_offsets(chunks.type)
-        if large != chunks.type:
-            chunks = chunks.cast(large)
-    return pa.concat_arrays(chunks.chunks)
-
-
-def _with_large_offsets(arrow_type):
-    """arrow_type with binary and string, alone or as the fields of a list of
-    structs (headers), made large_binary and large_string."""
-    import pyarrow as pa
-    large = {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}
-    if pa.types.is_list(arrow_type) and pa.types.is_struct(arrow_type.value_type):
-        structs = arrow_type.value_field
-        fields = [field.with_type(large.get(field.type, field.type)) for field in structs.type]
-        return pa.list_(structs.with_type(pa.struct(fields)))
-    return large.get(arrow_type, arrow_type)
-
-
-def _table_encoding(table, magic, given, now):
-    """Rows straight from a pyarrow.Table's buffers (decode()'s column names;
-    only value is required), and the runs of rows that one set of batch
-    attributes covers, as _runs gives them. Runs break where offsets do not
-    increase and where the columns that say a batch's attributes change
-    (timestampType, and with magic 2 the producer, sequence, transaction and
-    leader epoch columns). A keyword in `given` overrides its column."""
-    import numpy as np
-
-    column = _table_columns(table)
-    if "value" not in column:
-        raise ValueError("a table to encode needs a 'value' column")
-    n = table.num_rows
-    types = None
-    if "timestampType" in column:
-        types = _column_array(column["timestampType"], "timestampType", np.int32)
-    timestamps = _timestamps(column.get("timestamp"), types, now, n)
-    offsets = None
-    if "base_offset" not in given and "offset" in column:
-        offsets = _column_array(column["offset"], "offset", np.int64)
-    else:
-        _check_numbering(given.get("base_offset", 0), n)
-    rows = rows_from_arrow(column.get("key"), column["value"], timestamps,
-                           column.get("headers"), n, offsets, given.get("base_offset", 0))
-
-    per_row = {}
-    if magic == 2:
-        for name, keyword in _BATCH_COLUMNS.items():
-            if name in column and keyword not in given:
-                per_row[keyword] = _column_array(column[name], name, _RUN_TYPES[keyword][0]
-                                                 ).astype(np.int64, copy=False)
-    if magic == 2 and "sequence" in column and "base_sequence" not in given:
-        per_row["base_sequence"] = _column_array(column["sequence"], "sequence", np.int32)
-        least = _RUN_TYPES["base_sequence"][1]
-        below = np.flatnonzero(per_row["base_sequence"] < least)
-        if len(below):
-            raise ValueError(f"sequence {per_row['base_sequence'][below[0]]} is below {least}, "
-                             f"Kafka's 'no sequence' (row {below[0]})")
-    if magic == 0 or "timestamp_type" in given:
-        types = None
-    if types is not None:
-        per_row["timestamp_type"] = types
-    # Client-built record sets may start each batch at offset 0 again.
-    starts = batch_starts(n, offsets, timestamps, types, per_row.get("base_sequence"),
-                          [per_row[k] for k in _BATCH_COLUMNS.values() if k in per_row])
-    return rows, _runs(starts, _fixed_attributes(given), per_row)
-
-
 def encode(records, *, magic=2, compression="none", compression_level=None, base_offset=None,
            timestamp_type=None, producer_id=None, producer_epoch=None, base_sequence=None,
            transactional=None, partition_leader_epoch=None, max_batch_bytes=1 << 20):
@@ -437,7 +296,8 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
         ("partition_leader_epoch", partition_leader_epoch)) if value is not None}
     now = int(time.time() * 1000)
     if hasattr(type(records), "column_names") and hasattr(type(records), "num_rows"):
-        rows, (starts, runs) = _table_encoding(records, magic, given, now)
+        from .arrow import table_encoding     # arrow.py imports this module
+        rows, (starts, runs) = table_encoding(records, magic, given, now)
     else:
         fixed = _fixed_attributes(given)
         _check_numbering(given.get("base_offset", 0), 1)     # before the core adds to it

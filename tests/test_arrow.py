@@ -833,8 +833,8 @@ def test_chunks_too_long_for_int32_offsets_are_joined_with_int64_ones(monkeypatc
     part = pa.concat_tables([table.slice(0, 8), table.slice(8)])
     part = part.set_column(part.schema.get_field_index("value"), "value",
                            part.column("value").cast(binary_type))
-    monkeypatch.setattr(kcodec.records, "INT32_MAX", part.column("value").chunk(0).nbytes)
-    joined = kcodec.records._one_array(part.column("value"))
+    monkeypatch.setattr(kcodec.arrow, "INT32_MAX", part.column("value").chunk(0).nbytes)
+    joined = kcodec.arrow._one_array(part.column("value"))
     assert joined.type == {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}[binary_type]
     assert joined.to_pylist() == part.column("value").to_pylist()
     assert content(kcodec.decode(kcodec.encode(part))) == content(table)
@@ -845,8 +845,8 @@ def test_header_chunks_too_long_for_int32_offsets_are_joined_with_int64_ones(mon
     part = pa.concat_tables([table.slice(0, 8), table.slice(8)])
     headers = part.column("headers")
     assert headers.chunk(0).values.field("value").null_count      # nulls survive the cast
-    monkeypatch.setattr(kcodec.records, "INT32_MAX", headers.chunk(0).nbytes)
-    joined = kcodec.records._one_array(headers)
+    monkeypatch.setattr(kcodec.arrow, "INT32_MAX", headers.chunk(0).nbytes)
+    joined = kcodec.arrow._one_array(headers)
     assert [(f.name, f.type) for f in joined.type.value_type] == [
         ("key", pa.large_string()), ("value", pa.large_binary())]
     assert joined.type.value_field.name == headers.type.value_field.name

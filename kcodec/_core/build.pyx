@@ -15,12 +15,9 @@ from libc.string cimport memcpy
 from kcodec._core.wire cimport *
 from kcodec._core.crc cimport crc32c_raw, crc32_of
 
-from kcodec import compression as _compression
-
-cdef object _compress = _compression.compress
 cdef tuple NO_HEADERS = ()
 
-from kcodec._core.records cimport NOGIL_MIN_BYTES, V2_MIN_RECORD, seq_advance
+from kcodec._core.records cimport NOGIL_MIN_BYTES, V2_MIN_RECORD, compress_in_python, seq_advance
 from kcodec._core.columns cimport borrow_memory, return_memory
 
 cdef enum:
@@ -681,7 +678,7 @@ cdef bytes compressed_batches(Rows rows, Run* runs, Py_ssize_t n_runs, int codec
             records = PyBytes_FromStringAndSize(NULL, size)
             p = <uint8_t*>PyBytes_AS_STRING(records)
             write_records(rows, start, stop, p, p + size)
-            compressed = _compress(codec, records, level, 2)
+            compressed = compress_in_python(codec, records, level, 2)
             size = compressed.shape[0]
             out = PyBytes_FromStringAndSize(NULL, V2_HEADER + size)
             p = <uint8_t*>PyBytes_AS_STRING(out)
@@ -877,7 +874,7 @@ def encode_legacy(Rows rows, Py_ssize_t first, Py_ssize_t end, *, int magic, int
         # Inner offsets: relative to the first in magic 1, absolute in magic 0.
         inner = message_entries(rows, start, stop, magic, 0,
                                 rows.rows[start].offset if magic == 1 else 0)
-        compressed = bytes(_compress(codec, inner, level, magic))
+        compressed = bytes(compress_in_python(codec, inner, level, magic))
         value.p = <const uint8_t*>PyBytes_AS_STRING(compressed)
         value.n = <int32_t>PyBytes_GET_SIZE(compressed)
         wrapper = PyBytes_FromStringAndSize(

@@ -161,8 +161,8 @@ cdef class Collector:
         cdef Source data
         cdef Py_ssize_t size = b.consumed - position
         try:
-            data = Source(decompress(b.codec, src.slice(position + V2_HEADER, size - V2_HEADER),
-                                     reader.max_decompressed, 2))
+            data = Source(decompress_in_python(
+                b.codec, src.slice(position + V2_HEADER, size - V2_HEADER), reader.max_decompressed, 2))
         except KafkaFormatError:
             return 1
         if not count_fits(<int32_t>b.count, data.length):
@@ -232,7 +232,7 @@ cdef class Collector:
         wrapper it does not take (another codec, magic 0 lz4, with views) or
         that fails a check is left at *pos for `reader` to read, and to raise
         what is wrong with it. One wholly before `start` is passed over, as
-        `keep` (records.overlaps) passes it over: without decompressing it."""
+        batch_in_bounds passes it over: without decompressing it."""
         cdef Source src = reader.src
         cdef LegacyMessage m
         cdef Wrapper w
@@ -253,7 +253,7 @@ cdef class Collector:
             return False
         wrapper_of(&m, load_i64(src.base + at), &w)
         entry_end = at + LOG_OVERHEAD + <Py_ssize_t>size
-        if w.last_offset != 0 and w.last_offset < start:
+        if not batch_in_bounds(0, w.last_offset, False, start, INT64_MAX):
             pos[0] = entry_end
             return True
         produced = decompress_batch(&self.inflater, codec, src.base + m.value_pos, m.value_len,
@@ -385,9 +385,9 @@ cdef class Collector:
         self.arena = -1
         return 0
 
-    cdef int add_reader(self, BatchReader reader, keep, int64_t start, int64_t last) except -1:
-        """Add every batch of `reader` (fresh) that keep(batch) accepts, skipping
-        those with no offset in [start, last] (see decode_record_set)."""
+    cdef int add_reader(self, BatchReader reader, int64_t start, int64_t last) except -1:
+        """Add every batch of `reader` (fresh) that may hold an offset in
+        [start, last] (batch_in_bounds; see decode_record_set)."""
         cdef Py_ssize_t pos
         cdef Batch batch
         while True:
@@ -402,7 +402,8 @@ cdef class Collector:
             batch = next(reader, None)
             if batch is None:
                 return 0
-            if keep is None or keep(batch):
+            if batch_in_bounds(batch._base_offset, batch.last_offset,
+                               not (batch.magic < 2 and batch.codec != 0), start, last):
                 self.add_batch(batch, batch.position + batch.size)
 
     cdef void count_handed_back(self):

@@ -52,7 +52,7 @@ from kcodec._core.records cimport (
     Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,
     V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
     last_offset_below, legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, record_sequence,
-    scan_messages, v2_records_end, wrapper_of,
+    scan_messages, v2_records_end, wrapper_of, batch_in_bounds, decompress_in_python,
 )
 from kcodec._core.system_codecs cimport (
     LZ4, Inflater, decompress_batch, decompress_in_core, decompress_with_gil, inflates,
@@ -82,7 +82,6 @@ import os
 
 import pyarrow as pa
 
-from kcodec.compression import decompress
 from kcodec.errors import CorruptRecordError, KafkaFormatError, located
 
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
@@ -115,22 +114,22 @@ def decode_columns(batches, bint include_control=False, bint batch_columns=False
     return c.table()
 
 
-def decode_record_set(BatchReader reader, keep=None, bint include_control=False,
+def decode_record_set(BatchReader reader, bint include_control=False,
                       bint batch_columns=False, bint views=False, start_offset=None,
                       end_offset=None):
-    """decode_columns of every batch `reader` (fresh) reads that keep(batch)
-    accepts: runs of v2 batches and of uncompressed v0/v1 messages, and
-    compressed v0/v1 wrappers, are parsed without Batch objects (and, but for
-    some decompression, without the GIL), skipping those outside
-    [start_offset, end_offset) (`keep` must skip the same); every other entry
-    is read by `reader`."""
+    """decode_columns of every batch `reader` (fresh) reads that may hold an
+    offset in [start_offset, end_offset) (records.pxd's batch_in_bounds):
+    runs of v2 batches and of uncompressed v0/v1 messages, and compressed
+    v0/v1 wrappers, are parsed without Batch objects (and, but for some
+    decompression, without the GIL); every other entry is read by `reader`.
+    Rows of those batches outside the bounds are the caller's to drop."""
     # With offset bounds, the bytes read so far say little about how much of
     # the rest will be decoded: the buffers grow by doubling instead.
     cdef bint bounded = start_offset is not None or end_offset is not None
     cdef Collector c = Collector(include_control, views, batch_columns,
                                  0 if bounded else reader.src.length)
     try:
-        c.add_reader(reader, keep, INT64_MIN if start_offset is None else start_offset,
+        c.add_reader(reader, INT64_MIN if start_offset is None else start_offset,
                      last_offset_below(end_offset))
     finally:
         c.count_handed_back()
@@ -161,7 +160,7 @@ def decode_parts(parts, bint include_control=False, bint batch_columns=False,
             before = c.o.used[PER_ROW]
             try:
                 if isinstance(part, BatchReader):
-                    c.add_reader(part, None, INT64_MIN, INT64_MAX)
+                    c.add_reader(part, INT64_MIN, INT64_MAX)
                     c.o.parts_before += (<BatchReader>part).src.length
                 elif part is not None:
                     for batch in part:

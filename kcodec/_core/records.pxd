@@ -247,6 +247,21 @@ cdef int count_inner(const uint8_t* base, Py_ssize_t length, Py_ssize_t* n,
 cdef int parse_inner(const uint8_t* base, Py_ssize_t n, Wrapper* w, bint verify_crc, Slot* slots,
                      FaultInfo* fi) noexcept nogil
 cdef int64_t last_offset_below(end_offset) except? -1
+cdef object decompress_in_python(int codec, data, int64_t limit, int magic)
+cdef object compress_in_python(int codec, data, level, int magic)
+
+
+cdef inline bint batch_in_bounds(int64_t first, int64_t last, bint first_known, int64_t start,
+                                 int64_t last_wanted) noexcept nogil:
+    """The offset-bounds rule for whole entries, one place for every reader:
+    whether a batch (or v0/v1 entry) whose offsets run from `first` to `last`
+    may hold an offset in [start, last_wanted], so must be read. A compressed
+    v0/v1 wrapper's first offset is known only inside it (first_known false),
+    and a wrapper whose last offset is 0 (as producers write them) tells
+    nothing of its offsets."""
+    if not first_known and last == 0:
+        return True
+    return last >= start and (not first_known or first <= last_wanted)
 cdef Py_ssize_t scan_messages(const uint8_t* base, Py_ssize_t length, Py_ssize_t* pos,
                               int64_t max_entry, bint verify_crc, int64_t start, int64_t last,
                               Slot* slots, Py_ssize_t most, Py_ssize_t most_bytes) noexcept nogil

@@ -23,7 +23,6 @@ from libc.stdlib cimport malloc, realloc, free
 from kcodec._core.wire cimport *
 from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of, crc32_raw
 
-from kcodec import compression as _compression
 from kcodec.errors import (
     KafkaFormatError, CorruptRecordError, CrcMismatchError, UnsupportedFormatError, integer_option,
     located,
@@ -33,9 +32,36 @@ from kcodec.errors import (
 cdef tuple TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 cdef tuple CONTROL_TYPES = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER",
                             "SNAPSHOT_FOOTER", "KRAFT_VERSION", "KRAFT_VOTERS")
-cdef tuple CODECS = _compression.CODEC_NAMES
-cdef object _decompress = _compression.decompress
-DEFAULT_MAX_DECOMPRESSED_BYTES = _compression.DEFAULT_MAX_DECOMPRESSED_BYTES
+CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")      # by Codec id (wire.pxd)
+cdef tuple CODECS = CODEC_NAMES
+DEFAULT_MAX_DECOMPRESSED_BYTES = 256 << 20
+
+# The facade's codec registry (kcodec.compression), for what the core does not
+# compress or decompress itself. It is passed in (use_python_codecs) rather
+# than imported: the registry sits above the core and imports it.
+cdef object python_codecs = None
+
+
+def use_python_codecs(registry):
+    """Make registry.decompress(codec_id, data, limit, magic) and
+    registry.compress(codec_id, data, level, magic) the core's Python codecs
+    (kcodec.compression passes itself when it is imported)."""
+    global python_codecs
+    python_codecs = registry
+
+
+cdef object loaded_codecs():
+    if python_codecs is None:
+        raise RuntimeError("kcodec's codecs are not loaded: import kcodec, not kcodec._core alone")
+    return python_codecs
+
+
+cdef object decompress_in_python(int codec, data, int64_t limit, int magic):
+    return loaded_codecs().decompress(codec, data, limit, magic)
+
+
+cdef object compress_in_python(int codec, data, level, int magic):
+    return loaded_codecs().compress(codec, data, level, magic)
 
 
 # ------------------------------------------------------------------ buffers
@@ -643,7 +669,8 @@ cdef class Batch:
 
     cdef Source _decompressed(self):
         try:
-            out = _decompress(self.codec, self.records_data, self.max_decompressed, self.magic)
+            out = decompress_in_python(self.codec, self.records_data, self.max_decompressed,
+                                       self.magic)
         except KafkaFormatError as exc:
             exc.position = self.position
             exc.offset = self._first_offset_hint()
@@ -969,6 +996,23 @@ cdef class BatchReader:
                                        stored=b.crc, computed=computed, position=self.pos,
                                        offset=b.last_offset)
         return b
+
+
+def overlaps(Batch batch, start_offset, end_offset):
+    """Whether `batch` may hold an offset in [start_offset, end_offset)
+    (None: unbounded; any integers), by batch_in_bounds, the rule every reader
+    applies."""
+    if ((start_offset is not None and start_offset > INT64_MAX)
+            or (end_offset is not None and end_offset <= INT64_MIN)):
+        return False
+    if start_offset is not None and start_offset < INT64_MIN:
+        start_offset = None
+    if end_offset is not None and end_offset > INT64_MAX:
+        end_offset = None
+    return batch_in_bounds(batch._base_offset, batch.last_offset,
+                           not (batch.magic < 2 and batch.codec != 0),
+                           INT64_MIN if start_offset is None else start_offset,
+                           last_offset_below(end_offset))
 
 
 cdef int64_t last_offset_below(end_offset) except? -1:

@@ -81,8 +81,8 @@ cdef int scan(Collector c, const uint8_t* base, Py_ssize_t length, Py_ssize_t* p
                 return SCAN_STOPPED
             if read_v2_header(p, size, verify_crc, &h) != ENTRY_OK:
                 return SCAN_STOPPED
-            if not (h.count and not attributes & ATTR_CONTROL and h.last_offset >= start
-                    and h.base_offset <= last):
+            if not (h.count and not attributes & ATTR_CONTROL
+                    and batch_in_bounds(h.base_offset, h.last_offset, True, start, last)):
                 pos[0] += LOG_OVERHEAD + <Py_ssize_t>size
                 continue
             start_block(b, &c.o, h.count)

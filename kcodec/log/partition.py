@@ -6,7 +6,7 @@ import pyarrow as pa
 from ..arrow import decode as decode_record_set, schema as arrow_schema
 from ..compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ..errors import CorruptIndexError, KafkaFormatError, integer_option, located
-from ..records import RecordIterator, _check_isolation, committed, offset_bounds, overlaps
+from ..records import RecordIterator, check_isolation, committed, offset_bounds, overlaps
 from .indexes import (read_leader_epoch_checkpoint, read_producer_snapshot, snapshot_offsets,
                       snapshot_path)
 from .segment import Segment, released
@@ -173,7 +173,7 @@ class PartitionLog:
         """end_offset, capped at the last stable offset for read_committed."""
         if end_offset is not None:
             end_offset = integer_option("end_offset", end_offset)
-        if _check_isolation(isolation) != "read_committed":
+        if check_isolation(isolation) != "read_committed":
             return end_offset
         stable = self.last_stable_offset()
         return stable if end_offset is None else min(end_offset, stable)
