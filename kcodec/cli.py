@@ -7,7 +7,7 @@ import sys
 import os
 import time
 
-from . import bench, read_batches, read_records
+from . import read_batches, read_records
 from .errors import KafkaFormatError
 from .protocol.frames import DEFAULT_MAX_FRAME_BYTES
 
@@ -257,10 +257,14 @@ def _write_capture_parquet(tables, path):
 
 
 def cmd_bench(args, out):
+    from . import bench
     return bench.run_from_args(args, out=out, err=sys.stderr)
 
 
-def build_parser():
+def build_parser(bench_options=True):
+    """The argument parser of every command. Without bench_options, `kcodec
+    bench` is listed but its options are not added: they come with the
+    benchmark harness (kcodec.bench), which only that command imports."""
     parser = argparse.ArgumentParser(prog="kcodec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func, text in (
@@ -296,7 +300,9 @@ def build_parser():
             "(CRC-32C + memcpy, codec decompress) on a workload matrix; "
             "print a Markdown table, optionally write JSON and a PNG chart")
     p = sub.add_parser("bench", help=text, description=text)
-    bench.add_arguments(p)
+    if bench_options:
+        from . import bench
+        bench.add_arguments(p)
     p.set_defaults(func=cmd_bench)
     return parser
 
@@ -398,7 +404,8 @@ def _add_spark_commands(sub):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(bench_options=argv[:1] == ["bench"]).parse_args(argv)
     try:
         status = args.func(args, sys.stdout)
     except KafkaFormatError as exc:

@@ -29,3 +29,19 @@ def test_corrupt_file_reports_where(tmp_path, capsys):
     assert main(["records", str(path)]) == 1
     err = capsys.readouterr().err
     assert "CRC" in err and "byte 0" in err
+
+
+def test_only_the_bench_command_imports_the_benchmark_harness(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(kcodec.encode([(b"k", b"v")]))
+    probe = ("import sys\nimport kcodec\nfrom kcodec.cli import main\n"
+             "loaded = ['kcodec.bench' in sys.modules]\n"
+             "main(['records', sys.argv[1]])\nloaded.append('kcodec.bench' in sys.modules)\n"
+             "try:\n    main(['bench', '--help'])\nexcept SystemExit:\n    pass\n"
+             "loaded.append('kcodec.bench' in sys.modules)\nprint(loaded, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[False, False, True]"
