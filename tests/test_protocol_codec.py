@@ -302,14 +302,14 @@ def test_every_message_has_unique_snake_case_names():
 
 
 # ----------------------------------------------------------------------------
-# The generated code (kcodec.protocol.compiled)
+# The generated code (kcodec.protocol.codegen)
 # ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("item", MESSAGE_VERSIONS, ids=_id)
 def test_generated_source_is_what_runs(item):
     """Each version's decoder and encoder is generated once, cached, and its
     text is inspectable; tagged-field code appears only in flexible versions."""
-    from kcodec.protocol.compiled import source
+    from kcodec.protocol.codegen import source
     message, version = item
     for direction in ("decode", "encode"):
         text = source(message, version, direction)

@@ -1,4 +1,4 @@
-"""The codec of kcodec.protocol: each (message, version) is compiled on first
+"""The code generator of kcodec.protocol: each (message, version) is compiled on first
 use into one Python decoder and one encoder, generated from the schema.
 
 The generated code is straight-line: consecutive fixed-size fields are one

@@ -1,4 +1,4 @@
-"""A small notation for Kafka's message schemas; compiled.py generates the
+"""A small notation for Kafka's message schemas; codegen.py generates the
 codec of each message and version from it.
 
 A schema is a tree of fields: ``field(name, type, versions, ...)`` where type
@@ -61,7 +61,7 @@ def write_uvarint(out, value):
 
 
 # ----------------------------------------------------------------------------
-# Types: what the code generator (compiled.py) needs to know of each: its
+# Types: what the code generator (codegen.py) needs to know of each: its
 # default value and the least number of bytes it takes.
 # ----------------------------------------------------------------------------
 
@@ -260,11 +260,11 @@ class Message(Struct):
                 api=self.api, version=version)
 
     def codec(self, version, direction):
-        """The compiled decoder or encoder of `version` (see compiled.py)."""
+        """The compiled decoder or encoder of `version` (see codegen.py)."""
         key = (version, direction)
         codec = self._codecs.get(key)
         if codec is None:
-            from .compiled import compile_codec
+            from .codegen import compile_codec
             self.check_version(version)
             codec = self._codecs[key] = compile_codec(self, version, direction)
         return codec
