@@ -432,7 +432,7 @@ cdef int fill_records(Block* b, Out* o, BlockKind* kind) noexcept nogil:
     cdef Py_ssize_t count = b.count     # legacy wrappers: count may pass int32
     cdef const uint8_t* p = b.next
     cdef const uint8_t* record
-    cdef const uint8_t* hp
+    cdef const uint8_t* hp = NULL                   # set before use; NULL for the compiler
     cdef const uint8_t* hend
     cdef const uint8_t* key = NULL
     cdef const uint8_t* value = NULL

@@ -94,7 +94,7 @@ cdef uint8_t* borrow_memory(size_t size, size_t* capacity) noexcept nogil:
             kept_capacity[best] = kept_capacity[n_kept]
         PyThread_release_lock(kept_lock)
     if memory == NULL:
-        capacity[0] = max(size, 1)
+        capacity[0] = max(size, <size_t>1)
         memory = malloc(capacity[0])
     return <uint8_t*>memory
 
