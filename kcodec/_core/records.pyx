@@ -23,6 +23,8 @@ from libc.stdlib cimport malloc, realloc, free
 from kcodec._core.wire cimport *
 from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of, crc32_raw
 
+from types import SimpleNamespace
+
 from kcodec.errors import (
     KafkaFormatError, CorruptRecordError, CrcMismatchError, UnsupportedFormatError, integer_option,
     located,
@@ -33,6 +35,16 @@ cdef tuple TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 cdef tuple CONTROL_TYPES = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER",
                             "SNAPSHOT_FOOTER", "KRAFT_VERSION", "KRAFT_VOTERS")
 CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")      # by Codec id (wire.pxd)
+
+# wire.pxd's layout, for Python code that reads many entries at once with
+# numpy (salvage's search for where entries could begin).
+LAYOUT = SimpleNamespace(
+    ENTRY_SIZE_AT=ENTRY_SIZE_AT, LOG_OVERHEAD=LOG_OVERHEAD, MAGIC_AT=MAGIC_AT,
+    MIN_ENTRY_SIZE=MIN_ENTRY_SIZE, V2_MIN_ENTRY_SIZE=V2_HEADER - LOG_OVERHEAD,
+    MESSAGE_ATTRIBUTES_AT=LOG_OVERHEAD + MESSAGE_ATTRIBUTES_AT,
+    V2_ATTRIBUTES_LOW_BYTE_AT=V2_ATTRIBUTES_AT + 1,    # the int16's byte that holds the codec
+    ATTR_CODEC_MASK=ATTR_CODEC_MASK, MAX_CODEC_ID=MAX_CODEC_ID, MAX_LEGACY_CODEC_ID=CODEC_LZ4,
+)
 cdef tuple CODECS = CODEC_NAMES
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 << 20
 

@@ -13,6 +13,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..errors import CorruptIndexError, KafkaFormatError
+from .._core.records import LAYOUT
 from ..records import read_batches
 from .indexes import SNAPSHOT_NAME, read_leader_epoch_checkpoint, read_producer_snapshot
 from .segment import Segment
@@ -67,17 +68,23 @@ def _candidates(data, start, max_entry_bytes):
     """Positions >= start where an entry could begin: magic 0..2, a size that
     fits the file and the magic's minimum, a known codec."""
     n = len(data)
-    smallest = 12 + 14
+    smallest = LAYOUT.LOG_OVERHEAD + LAYOUT.MIN_ENTRY_SIZE
     while start + smallest <= n:
         m = min(_WINDOW, n - smallest + 1 - start)
         strided = dict(buffer=data, strides=(1,))
-        sizes = np.ndarray((m,), ">i4", offset=start + 8, **strided).astype(np.int64)
-        magic = np.ndarray((m,), "u1", offset=start + 16, **strided)
-        legacy_codec = np.ndarray((m,), "u1", offset=start + 17, **strided) & 7
-        v2_codec = np.ndarray((m,), "u1", offset=start + 22, **strided) & 7
-        ends = start + np.arange(m, dtype=np.int64) + 12 + sizes
-        ok = (magic <= 2) & (sizes >= 14) & (sizes <= max_entry_bytes) & (ends <= n)
-        ok &= np.where(magic == 2, (sizes >= 49) & (v2_codec <= 4), legacy_codec <= 3)
+        sizes = np.ndarray((m,), ">i4", offset=start + LAYOUT.ENTRY_SIZE_AT,
+                           **strided).astype(np.int64)
+        magic = np.ndarray((m,), "u1", offset=start + LAYOUT.MAGIC_AT, **strided)
+        legacy_codec = np.ndarray((m,), "u1", offset=start + LAYOUT.MESSAGE_ATTRIBUTES_AT,
+                                  **strided) & LAYOUT.ATTR_CODEC_MASK
+        v2_codec = np.ndarray((m,), "u1", offset=start + LAYOUT.V2_ATTRIBUTES_LOW_BYTE_AT,
+                              **strided) & LAYOUT.ATTR_CODEC_MASK
+        ends = start + np.arange(m, dtype=np.int64) + LAYOUT.LOG_OVERHEAD + sizes
+        ok = ((magic <= 2) & (sizes >= LAYOUT.MIN_ENTRY_SIZE) & (sizes <= max_entry_bytes)
+              & (ends <= n))
+        ok &= np.where(magic == 2,
+                       (sizes >= LAYOUT.V2_MIN_ENTRY_SIZE) & (v2_codec <= LAYOUT.MAX_CODEC_ID),
+                       legacy_codec <= LAYOUT.MAX_LEGACY_CODEC_ID)
         for i in np.flatnonzero(ok):
             yield start + int(i)
         start += m
