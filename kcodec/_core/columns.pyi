@@ -1,4 +1,4 @@
-from typing import Callable, Iterable, List, Optional, Tuple, Union
+from typing import Iterable, List, Optional, Tuple, Union
 
 import pyarrow as pa
 
@@ -16,8 +16,7 @@ def kept_memory_bytes() -> int: ...
 
 def decode_columns(batches: Iterable[Batch], include_control: bool = False,
                    batch_columns: bool = False, views: bool = False) -> pa.Table: ...
-def decode_record_set(reader: BatchReader, keep: Optional[Callable[[Batch], bool]] = None,
-                      include_control: bool = False, batch_columns: bool = False,
+def decode_record_set(reader: BatchReader, include_control: bool = False, batch_columns: bool = False,
                       views: bool = False, start_offset: Optional[int] = None,
                       end_offset: Optional[int] = None) -> pa.Table: ...
 def decode_parts(parts: Iterable[Union[BatchReader, Iterable[Batch], None]],

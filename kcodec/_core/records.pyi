@@ -1,6 +1,12 @@
+from types import SimpleNamespace
 from typing import Any, Iterable, Iterator, Optional, Tuple
 
 DEFAULT_MAX_DECOMPRESSED_BYTES: int
+CODEC_NAMES: Tuple[str, ...]
+LAYOUT: SimpleNamespace
+
+def use_python_codecs(registry: Any) -> None: ...
+def overlaps(batch: "Batch", start_offset: Optional[int], end_offset: Optional[int]) -> bool: ...
 
 class Source:
     def __init__(self, obj: Any) -> None: ...
