@@ -84,19 +84,6 @@ cdef class Collector:
             if self.o.mem[i] != NULL:          # not handed to table()'s ColumnMemory
                 return_memory(self.o.mem[i], self.o.allocated[i])
 
-    cdef int raise_for_status(self, int st, Py_ssize_t position) except -1:
-        """Raise the error a FillStatus st says (for the batch at `position`),
-        if it is one: the one place the column loops' errors become exceptions."""
-        if st == FILL_NO_MEMORY:
-            raise MemoryError()
-        if st == FILL_TOO_LARGE:
-            raise ValueError("a binary column would exceed Arrow's 2 GiB limit; decode fewer "
-                             "batches or record sets a call (a log: iter_decode)")
-        if st == FILL_HEADER_CHANGED:
-            raise CorruptRecordError("record headers no longer fit their record: the input "
-                                     "buffer changed after it was read", position=position)
-        return 0
-
     cdef int add_block(self, Block* b, Py_ssize_t position, bint release) except -1:
         """Fill block b (of the batch at `position`), growing the buffers as it
         asks: 0, or 1 when a record fails its checks (b.fault; the block retracted)."""
@@ -108,7 +95,7 @@ cdef class Collector:
             st = fill_grown(b, &self.o)
         if st == FILL_FAULT:
             return 1
-        return self.raise_for_status(st, position)
+        return raise_for_status(st, position)
 
     cdef int add_batch(self, Batch batch, Py_ssize_t consumed) except -1:
         cdef Block b
@@ -333,7 +320,7 @@ cdef class Collector:
                     return 0
                 pos[0] = b.consumed
             elif st != SCAN_NEEDS_WINDOW:
-                return self.raise_for_status(st, pos[0])
+                return raise_for_status(st, pos[0])
 
     cdef Py_ssize_t keep_buffer(self, Py_ssize_t index, owner, const uint8_t* start,
                                 Py_ssize_t size) except -1:

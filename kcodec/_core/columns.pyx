@@ -49,10 +49,11 @@ from kcodec._core.wire cimport (
     load_i32, load_i64, load_u16, read_blob, timestamp_type_of,
 )
 from kcodec._core.records cimport (
-    Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper, ENTRY_OK,
-    V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
-    last_offset_below, legacy_entry_ok, parse_inner, parse_v2_record, raise_fault, read_v2_header, record_sequence,
-    scan_messages, v2_records_end, wrapper_of, batch_in_bounds, decompress_in_python,
+    Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper,
+    ENTRY_OK, V2_MIN_RECORD, NOGIL_MIN_BYTES, count_fits, count_inner, entry_size,
+    last_offset_below, legacy_entry_ok, parse_inner, parse_v2_record, raise_fault,
+    raise_for_status, read_v2_header, record_sequence, scan_messages, v2_records_end, wrapper_of,
+    batch_in_bounds, decompress_in_python,
 )
 from kcodec._core.system_codecs cimport (
     LZ4, Inflater, decompress_batch, decompress_in_core, decompress_with_gil, inflates,
@@ -82,7 +83,7 @@ import os
 
 import pyarrow as pa
 
-from kcodec.errors import CorruptRecordError, KafkaFormatError, located
+from kcodec.errors import KafkaFormatError, located
 
 cdef int32_t MAX_ARROW_BYTES = 0x7FFFFFFF
 cdef double MAX_EXPANSION = 16     # of compressed input, when extrapolating growth

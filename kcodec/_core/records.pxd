@@ -324,6 +324,7 @@ cdef class Batch:
 
 
 cdef object raise_fault(FaultInfo* fi, Batch batch, bint decompressed)
+cdef int raise_for_status(int st, Py_ssize_t position) except -1
 
 
 cdef class BatchReader:

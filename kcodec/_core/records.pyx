@@ -21,6 +21,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, 
 from libc.stdlib cimport malloc, realloc, free
 
 from kcodec._core.wire cimport *
+from kcodec._core.status cimport FILL_HEADER_CHANGED, FILL_NO_MEMORY, FILL_TOO_LARGE
 from kcodec._core.crc cimport crc32c_of, crc32c_raw, crc32_of, crc32_raw
 
 from types import SimpleNamespace
@@ -146,6 +147,20 @@ cdef object raise_fault(FaultInfo* fi, Batch batch, bint decompressed):
     else:
         position = fi.where
     raise CorruptRecordError(text, position=position, offset=batch._first_offset_hint())
+
+
+cdef int raise_for_status(int st, Py_ssize_t position) except -1:
+    """Raise the error a FillStatus st (status.pxd) says, for the batch at
+    `position`, if it is one; 0 if not."""
+    if st == FILL_NO_MEMORY:
+        raise MemoryError()
+    if st == FILL_TOO_LARGE:
+        raise ValueError("a binary column would exceed Arrow's 2 GiB limit; decode fewer "
+                         "batches or record sets a call (a log: iter_decode)")
+    if st == FILL_HEADER_CHANGED:
+        raise CorruptRecordError("record headers no longer fit their record: the input "
+                                 "buffer changed after it was read", position=position)
+    return 0
 
 
 # ------------------------------------------------------------ record slots

@@ -1,9 +1,8 @@
 # What the column loops tell their callers, as named statuses: fill and grow
 # (fill.pxi) return a FillStatus, scan (scan.pxi) a ScanStatus or one of the
-# FillStatus errors, which are negative. Collector.raise_for_status
-# (collector.pxi) turns those errors into exceptions, in one place; the
-# parsers' fault codes (wire.pxd, records.pxd) are turned into exceptions by
-# raise_fault (records.pyx).
+# FillStatus errors, which are negative. records.pyx turns statuses into
+# exceptions, in one place: raise_for_status these errors, raise_fault the
+# parsers' fault codes (wire.pxd, records.pxd).
 
 cdef enum FillStatus:
     FILL_DONE = 0               # every record of the block added
