@@ -2,7 +2,7 @@
 broker: benchmarks/spark_kafka_bench.py in a child process, because its
 SparkSession needs the connector's jars, which a session already open in
 this process (the other Spark tests') cannot take. CI runs it once, small
-(--benchmark-disable); the README's figures come from the script itself."""
+(--benchmark-disable); the figures in docs/performance.md come from the script itself."""
 import json
 import subprocess
 import sys

@@ -1,13 +1,41 @@
-"""kcodec's error hierarchy. Every decoding failure is a KafkaFormatError that
-names where it happened: `.position` is the byte offset in the caller's input
-(of the entry, or of the failing field when known), `.offset` the Kafka offset
-when known. They subclass ValueError and pickle, so they cross process
-boundaries (Spark executors) intact."""
+"""kcodec's error hierarchy.
+
+Every decoding failure is a :class:`KafkaFormatError` that names where it
+happened: ``.position`` is the byte offset in the caller's input (of the
+entry, or of the failing field when known), ``.offset`` the Kafka offset when
+known, ``.source`` the file (or "record set N") when the input came from one.
+They subclass :class:`ValueError` and pickle, so they cross process
+boundaries (Spark executors) intact.
+
+Bad input never crashes the process, never hangs and never allocates more
+than the configured limits: it raises one of these."""
 import copy
 import operator
 
 
 class KafkaFormatError(ValueError):
+    """Input that does not follow Kafka's formats; the base of every kcodec
+    decoding error.
+
+    The message (``str(error)``) ends with where it happened, for example
+    ``crc mismatch (at orders-0/00000000000000000000.log, byte 133, offset 3)``.
+
+    Args:
+        message: What is wrong, without the location.
+        position: Byte offset in the input (or in ``source``) of the entry, or
+            of the failing field when known.
+        offset: The Kafka offset of the batch or record, when known.
+        source: The file the input came from (a segment's path), or
+            ``"record set N"`` for :func:`kcodec.decode_many`; None for a
+            caller's buffer.
+
+    Attributes:
+        message (str): What is wrong.
+        position (int | None): Byte offset, as above.
+        offset (int | None): Kafka offset, as above.
+        source (str | None): File or record set, as above.
+    """
+
     def __init__(self, message, *, position=None, offset=None, source=None):
         self.message = message
         self.position = position
@@ -56,6 +84,22 @@ class CorruptRecordError(KafkaFormatError):
 
 
 class CrcMismatchError(KafkaFormatError):
+    """A batch's (v2: CRC-32C) or message's (v0/v1: CRC-32) stored CRC differs
+    from the one computed over its bytes. Pass ``verify_crc=False`` to read
+    such data anyway.
+
+    Args:
+        message: What is wrong.
+        stored: The CRC stored in the entry.
+        computed: The CRC computed over its bytes.
+        **where: ``position``, ``offset`` and ``source``, as for
+            :class:`KafkaFormatError`.
+
+    Attributes:
+        stored (int | None): The CRC stored in the entry.
+        computed (int | None): The CRC computed over its bytes.
+    """
+
     def __init__(self, message, *, stored=None, computed=None, **where):
         self.stored = stored
         self.computed = computed
@@ -71,7 +115,8 @@ class DecompressionError(KafkaFormatError):
 
 
 class DecompressionLimitError(KafkaFormatError):
-    """Decompressed data would exceed the configured per-batch limit."""
+    """Decompressed data would exceed the configured per-batch limit
+    (``max_decompressed_bytes``, 256 MiB by default)."""
 
 
 class CorruptIndexError(KafkaFormatError):

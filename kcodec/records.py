@@ -24,10 +24,40 @@ _CONTROL_KINDS = {"ABORT": 0, "COMMIT": 1}
 
 def read_batches(data, *, verify_crc=True, max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES,
                  partial="stop", max_entry_bytes=None, source=None, first_byte=0):
-    """Iterate the entries of a record set (a fetch payload, a produce payload,
-    a slice of a .log file) as Batch objects, without copying the input.
-    `source` names the file `data` was read from, starting at its byte
-    `first_byte`: errors, the batches' records' too, then name both."""
+    """Iterate the entries of a record set as :class:`Batch` objects.
+
+    A record set is what a Fetch response or Produce request carries, or what
+    a ``.log`` segment holds: entries (v2 record batches, v0/v1 messages) back
+    to back. Nothing is copied to read it; a batch's records are decompressed
+    and checked when the batch is iterated.
+
+    Args:
+        data: The record set: any object with the buffer protocol (bytes,
+            bytearray, memoryview, mmap, a numpy uint8 array).
+        verify_crc: Check each entry's CRC (CRC-32C for v2, CRC-32 for v0/v1)
+            and raise :class:`~kcodec.errors.CrcMismatchError` on a mismatch.
+        max_decompressed_bytes: The most bytes one batch may decompress to;
+            more raises :class:`~kcodec.errors.DecompressionLimitError`.
+        partial: What a partial entry at the end of ``data`` does: ``"stop"``
+            ends the iteration silently, as Kafka's readers do (a fetch may
+            end mid-batch); ``"error"`` raises
+            :class:`~kcodec.errors.CorruptRecordError`.
+        max_entry_bytes: The largest entry accepted (None: no limit below
+            Kafka's 2 GiB); a larger size field raises
+            :class:`~kcodec.errors.CorruptRecordError`.
+        source: The file ``data`` was read from, named in every error (the
+            batches' records' errors too).
+        first_byte: Where ``data`` starts in ``source``: error positions are
+            then bytes of that file.
+
+    Returns:
+        An iterator of :class:`Batch`; iterating a batch yields its
+        :class:`Record` objects.
+
+    Raises:
+        KafkaFormatError: A subclass of it for input that breaks Kafka's
+            format, naming the byte (and file) where it failed.
+    """
     return BatchReader(data, verify_crc=verify_crc, max_decompressed_bytes=max_decompressed_bytes,
                        partial=partial, max_entry_bytes=max_entry_bytes, source=source,
                        first_byte=first_byte)
@@ -38,11 +68,31 @@ def read_records(data, *, verify_crc=True, include_control=False, isolation="rea
                  partial="stop", start_offset=None, end_offset=None):
     """Iterate the records of a record set, as a consumer sees them.
 
-    isolation="read_committed" drops batches of aborted transactions. `aborted`
-    is the (producer_id, first_offset) list a Fetch response carries; without
-    it, the aborted transactions are found by scanning the data itself.
-    start_offset (inclusive) and end_offset (exclusive) bound the offsets
-    returned; batches wholly outside them are not decompressed."""
+    Args:
+        data: The record set (any buffer, see :func:`read_batches`).
+        verify_crc: Check CRCs, as in :func:`read_batches`.
+        include_control: Also yield control records (transaction markers),
+            whose ``control`` attribute is a :class:`ControlRecord`.
+        isolation: ``"read_uncommitted"`` (everything) or
+            ``"read_committed"``, which drops the batches of aborted
+            transactions.
+        aborted: For ``read_committed``: the ``(producer_id, first_offset)``
+            pairs a Fetch response carries for this record set. None: the
+            aborted transactions are found from the ABORT markers in ``data``.
+        max_decompressed_bytes: The most bytes one batch may decompress to.
+        partial: ``"stop"`` or ``"error"``, as in :func:`read_batches`.
+        start_offset: The first offset returned (inclusive); None: no bound.
+        end_offset: The offset to stop before (exclusive); None: no bound.
+            Batches wholly outside the bounds are not decompressed.
+
+    Returns:
+        An iterator of :class:`Record`.
+
+    Raises:
+        KafkaFormatError: For input that breaks Kafka's format.
+        ValueError: For an unknown ``isolation``.
+        TypeError: For an ``aborted`` that is not a list of integer pairs.
+    """
     start_offset, end_offset = offset_bounds(start_offset, end_offset)
     batches = consumer_batches(data, isolation, aborted, start_offset, end_offset,
                                verify_crc=verify_crc, partial=partial,
@@ -266,15 +316,51 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
            transactional=None, partition_leader_epoch=None, max_batch_bytes=1 << 20):
     """Encode records into a record set of the given magic, as Kafka writes it.
 
-    Records are kcodec.Records, (key, value[, timestamp[, headers]]) tuples,
-    dicts of those names, or a pyarrow.Table or RecordBatch with decode()'s
-    columns (key and the others optional). A table keeps what its columns say: offsets,
-    timestamp types, and with decode(batch_columns=True)'s columns the
-    producer, sequences, transactions and leader epochs, breaking batches
-    where these change, so encode(decode(x)) decodes as x does. A keyword
-    given here overrides its column (base_offset=0 numbers the rows afresh).
-    Unset, and with no column: offsets from 0, CreateTime, no producer, no
-    transaction, leader epoch -1."""
+    v2 batches are split at ``max_batch_bytes``; v1 compressed wrappers carry
+    relative inner offsets; magic-0 lz4 carries Kafka's legacy header
+    checksum; snappy is written in snappy-java's xerial framing.
+
+    A table keeps what its columns say: offsets (a batch starts where offsets
+    do not increase), timestamp types, and with
+    ``decode(batch_columns=True)``'s columns the producer, sequences,
+    transactions and leader epochs, breaking batches where these change, so
+    ``encode(decode(x))`` decodes as ``x`` does. A keyword given here
+    overrides its column (``base_offset=0`` numbers the rows afresh). Unset,
+    and with no column: offsets from 0, CreateTime, no producer, no
+    transaction, leader epoch -1. Control records are not told apart from
+    data in a table: a table decoded with ``include_control=True`` re-encodes
+    them as data.
+
+    Args:
+        records: :class:`Record` objects, ``(key, value)`` or
+            ``(key, value, timestamp, headers)`` tuples, dicts with those
+            names, or a ``pyarrow.Table`` / ``RecordBatch`` with
+            :func:`decode`'s columns (only ``value`` is required). Keys and
+            values are bytes-like or None; headers a sequence of
+            ``(str, bytes | None)``; timestamps int milliseconds (None: now).
+        magic: 2 (record batches), or 1 or 0 (legacy messages).
+        compression: ``"none"``, ``"gzip"``, ``"snappy"``, ``"lz4"`` or
+            ``"zstd"`` (zstd needs magic 2).
+        compression_level: The codec's level; None: the codec's default
+            (gzip 6, as Kafka's Java client).
+        base_offset: The first record's offset.
+        timestamp_type: ``"CreateTime"`` or ``"LogAppendTime"``.
+        producer_id: v2 producer id (-1: none).
+        producer_epoch: v2 producer epoch (-1: none).
+        base_sequence: v2 first sequence number (-1: none).
+        transactional: Mark v2 batches transactional.
+        partition_leader_epoch: v2 partition leader epoch (-1: none).
+        max_batch_bytes: Start a new batch before one would pass this size.
+
+    Returns:
+        bytes: The record set (``b""`` for no records).
+
+    Raises:
+        ValueError: For an option or a value Kafka's field cannot hold (a
+            producer epoch past int16, a sequence below -1, ...); it is not
+            wrapped or replaced.
+        TypeError: For a non-integer where an integer is required.
+    """
     if magic not in (0, 1, 2):
         raise ValueError(f"magic must be 0, 1 or 2, not {magic!r}")
     codec = codec_id(compression)
@@ -325,7 +411,20 @@ def encode(records, *, magic=2, compression="none", compression_level=None, base
 
 def encode_control(kind, *, producer_id, producer_epoch, offset, coordinator_epoch=0,
                    timestamp=None, partition_leader_epoch=-1):
-    """An end-transaction marker batch: kind "COMMIT" or "ABORT"."""
+    """An end-transaction marker: a v2 control batch of one record.
+
+    Args:
+        kind: ``"COMMIT"`` or ``"ABORT"``.
+        producer_id: The transactional producer's id.
+        producer_epoch: Its epoch.
+        offset: The marker's offset.
+        coordinator_epoch: The transaction coordinator's epoch.
+        timestamp: The marker's timestamp in ms (None: now).
+        partition_leader_epoch: The batch's partition leader epoch.
+
+    Returns:
+        bytes: The control batch, a record set of one entry.
+    """
     if kind not in _CONTROL_KINDS:
         raise ValueError(f"kind must be 'COMMIT' or 'ABORT', not {kind!r}")
     if timestamp is None:

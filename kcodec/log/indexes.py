@@ -40,9 +40,16 @@ SNAPSHOT_HEADER = struct.Struct(">hIi")
 NO_TIMESTAMP = -1
 
 IndexEntry = namedtuple("IndexEntry", "offset position")
+IndexEntry.__doc__ = "An ``.index`` entry: an absolute offset and its byte position in the ``.log``."
 TimeIndexEntry = namedtuple("TimeIndexEntry", "timestamp offset")
+TimeIndexEntry.__doc__ = "A ``.timeindex`` entry: a timestamp (ms) and an absolute offset."
 EpochEntry = namedtuple("EpochEntry", "epoch start_offset")
+EpochEntry.__doc__ = "A ``leader-epoch-checkpoint`` entry: a leader epoch and its start offset."
 ProducerSnapshotEntry = namedtuple("ProducerSnapshotEntry", SNAPSHOT_ENTRY.names)
+ProducerSnapshotEntry.__doc__ = (
+    "One producer's state in a ``.snapshot`` file: producer_id, producer_epoch, last_sequence, "
+    "last_offset, offset_delta, timestamp, coordinator_epoch and current_txn_first_offset "
+    "(-1: no ongoing transaction).")
 
 
 def map_file(path):
@@ -89,12 +96,30 @@ def _first_bad(mask):
 
 
 class OffsetIndex:
-    """A segment's sparse offset index: lookup(offset) gives the largest entry
-    at or below it, else (base offset, 0), as the broker does. Given the size
-    of its log, entries at or past the log's end are left out, kept apart in
-    past_log_end (IndexEntry's): the broker indexes a batch once it is
+    """A segment's sparse offset index (``.index``).
+
+    Given the size of its log, entries at or past the log's end are left out,
+    kept apart in ``past_log_end``: the broker indexes a batch once it is
     written, so a log copied or cut short while it wrote can end before
-    entries its index has (the broker drops them when it recovers the log)."""
+    entries its index has (the broker drops them when it recovers the log).
+    Iterating yields :class:`IndexEntry` objects.
+
+    Args:
+        path: The ``.index`` file.
+        base_offset: Its segment's base offset (None: from the file's name).
+        log_size: The size of its ``.log`` (None: keep every entry).
+
+    Attributes:
+        path (str): The file.
+        base_offset (int): The segment's base offset.
+        offsets (numpy.ndarray): The entries' absolute offsets (int64).
+        positions (numpy.ndarray): Their byte positions in the ``.log``.
+        past_log_end (list[IndexEntry]): Entries left out as past the log's end.
+
+    Raises:
+        CorruptIndexError: For a file that is not a valid index, naming the
+            entry's byte.
+    """
 
     entry_size = OFFSET_ENTRY.itemsize
 
@@ -140,16 +165,33 @@ class OffsetIndex:
         return (IndexEntry(int(o), int(p)) for o, p in zip(self.offsets, self.positions))
 
     def entry(self, i):
+        """The ``i``-th entry, an :class:`IndexEntry`."""
         return IndexEntry(int(self.offsets[i]), int(self.positions[i]))
 
     def lookup(self, offset):
+        """The largest entry at or below ``offset``, else
+        ``(base offset, 0)``, as the broker looks an offset up."""
         i = int(np.searchsorted(self.offsets, offset, side="right")) - 1
         return self.entry(i) if i >= 0 else IndexEntry(self.base_offset, 0)
 
 
 class TimeIndex:
-    """A segment's time index: lookup(ts) gives the entry with the largest
-    timestamp at or below ts, else (-1, base offset)."""
+    """A segment's time index (``.timeindex``). Iterating yields
+    :class:`TimeIndexEntry` objects.
+
+    Args:
+        path: The ``.timeindex`` file.
+        base_offset: Its segment's base offset (None: from the file's name).
+
+    Attributes:
+        path (str): The file.
+        base_offset (int): The segment's base offset.
+        timestamps (numpy.ndarray): The entries' timestamps (int64 ms).
+        offsets (numpy.ndarray): Their absolute offsets.
+
+    Raises:
+        CorruptIndexError: For a file that is not a valid time index.
+    """
 
     entry_size = TIME_ENTRY.itemsize
 
@@ -184,11 +226,14 @@ class TimeIndex:
 
     @property
     def last_entry(self):
+        """The last entry, or ``(-1, base offset)`` when there is none."""
         if not len(self):
             return TimeIndexEntry(NO_TIMESTAMP, self.base_offset)
         return TimeIndexEntry(int(self.timestamps[-1]), int(self.offsets[-1]))
 
     def lookup(self, timestamp):
+        """The entry with the largest timestamp at or below ``timestamp``,
+        else ``(-1, base offset)``."""
         i = int(np.searchsorted(self.timestamps, timestamp, side="right")) - 1
         if i < 0:
             return TimeIndexEntry(NO_TIMESTAMP, self.base_offset)
@@ -196,7 +241,18 @@ class TimeIndex:
 
 
 def read_txn_index(path):
-    """The aborted transactions a .txnindex lists, in file order."""
+    """The aborted transactions a ``.txnindex`` file lists.
+
+    Args:
+        path: The file.
+
+    Returns:
+        list[AbortedTxn]: In file order.
+
+    Raises:
+        CorruptIndexError: For an unknown entry version or an entry that ends
+            before it starts.
+    """
     path = str(path)
     entries = _entries(path, TXN_ENTRY)
     bad = entries["version"] != 0
@@ -214,7 +270,17 @@ def read_txn_index(path):
 
 
 def read_leader_epoch_checkpoint(path):
-    """[(epoch, start_offset)] of a leader-epoch-checkpoint file."""
+    """The entries of a ``leader-epoch-checkpoint`` file.
+
+    Args:
+        path: The file.
+
+    Returns:
+        list[EpochEntry]: ``(epoch, start_offset)`` pairs.
+
+    Raises:
+        CorruptIndexError: For a malformed file, naming the line's byte.
+    """
     path = str(path)
     with open(path, "rb") as f:
         text = f.read(1 << 24)
@@ -279,7 +345,17 @@ def snapshot_offsets(directory):
 
 
 def read_producer_snapshot(path):
-    """The producer states a .snapshot file holds (CRC-32C checked)."""
+    """The producer states a ``.snapshot`` file holds (its CRC-32C checked).
+
+    Args:
+        path: The file.
+
+    Returns:
+        list[ProducerSnapshotEntry]: One per producer.
+
+    Raises:
+        CorruptIndexError: For a wrong version, CRC or size.
+    """
     path = str(path)
     with open(path, "rb") as f:
         data = f.read()
@@ -304,7 +380,15 @@ def read_producer_snapshot(path):
 
 
 def encode_producer_snapshot(entries):
-    """Bytes of a .snapshot file holding `entries` (ProducerSnapshotEntry-like tuples)."""
+    """The bytes of a ``.snapshot`` file (version 1, CRC-32C) holding entries.
+
+    Args:
+        entries: :class:`ProducerSnapshotEntry` objects or tuples of the same
+            fields.
+
+    Returns:
+        bytes: The file's contents.
+    """
     rows = np.array([tuple(e) for e in entries], SNAPSHOT_ENTRY)
     body = struct.pack(">i", len(rows)) + rows.tobytes()
     return struct.pack(">hI", 1, crc32c(body)) + body

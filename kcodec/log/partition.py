@@ -46,7 +46,20 @@ def is_live_partition_dir(name):
 
 
 def parse_partition_dir(name):
-    """(topic, partition) of a directory name like "orders-3"; topics may hold dashes."""
+    """The topic and partition a partition directory's name stands for.
+
+    Args:
+        name: A directory name or path like ``"orders-3"`` or
+            ``"/var/kafka-logs/my-topic-0"`` (topics may hold dashes; a copy
+            being deleted or moved, ``<topic>-<partition>.<id>-delete``,
+            parses too).
+
+    Returns:
+        tuple[str, int]: ``(topic, partition)``.
+
+    Raises:
+        ValueError: When the name is not ``<topic>-<partition>``.
+    """
     found = PARTITION_DIR.match(os.path.basename(os.path.abspath(str(name))))
     if not found:
         raise ValueError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
@@ -54,10 +67,33 @@ def parse_partition_dir(name):
 
 
 class PartitionLog:
-    """The live segments of one partition directory, oldest first.
+    """One partition directory (``<topic>-<partition>/``), read as a broker
+    serves it, without a broker.
 
-    Files of segments being deleted, cleaned or swapped (`.deleted`,
-    `.cleaned`, `.swap`) are ignored, as the broker does not serve them."""
+    Segments (``.log``) are memory-mapped read-only and handed to the codec
+    without a copy; seeks use the ``.index`` and ``.timeindex`` files as the
+    broker does; ``read_committed`` uses the ``.txnindex`` files (or, without
+    any, the ABORT markers). Files of segments being deleted, cleaned or
+    swapped (``.deleted``, ``.cleaned``, ``.swap``) are ignored, as the
+    broker does not serve them. Errors name the file and the byte in it.
+
+    Args:
+        directory: The partition directory.
+        topic: The topic (None: from the directory's name).
+        partition: The partition (None: from the directory's name).
+        verify_crc: Check every batch's CRC when reading.
+        max_decompressed_bytes: The most bytes one batch may decompress to.
+
+    Attributes:
+        directory (str): The partition directory.
+        topic (str): The topic.
+        partition (int): The partition.
+
+    Raises:
+        FileNotFoundError: When ``directory`` does not exist.
+        ValueError: When its name is not ``<topic>-<partition>`` and
+            ``topic`` or ``partition`` is not given.
+    """
 
     def __init__(self, directory, *, topic=None, partition=None, verify_crc=True,
                  max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES):
@@ -81,6 +117,7 @@ class PartitionLog:
 
     @property
     def segments(self):
+        """The live segments, oldest first (the last is the active one)."""
         return self._segments
 
     @segments.setter
@@ -101,20 +138,38 @@ class PartitionLog:
         return self.segments[-1].next_offset() if self.segments else 0
 
     def leader_epochs(self):
+        """The ``leader-epoch-checkpoint`` file's entries.
+
+        Returns:
+            list[EpochEntry]: ``(epoch, start_offset)`` pairs; empty when the
+            file is missing.
+        """
         path = os.path.join(self.directory, "leader-epoch-checkpoint")
         return read_leader_epoch_checkpoint(path) if os.path.exists(path) else []
 
     def producer_snapshots(self):
-        """{snapshot offset: [ProducerSnapshotEntry]} of the .snapshot files."""
+        """The producer state ``.snapshot`` files.
+
+        Returns:
+            dict[int, list[ProducerSnapshotEntry]]: The entries of each
+            snapshot, by the offset it was taken at.
+        """
         return {offset: read_producer_snapshot(snapshot_path(self.directory, offset))
                 for offset in snapshot_offsets(self.directory)}
 
     # --------------------------------------------------------- transactions
     def aborted_transactions(self):
-        """Every aborted transaction (AbortedTxn: producer_id, first_offset,
-        last_offset = its ABORT marker, last_stable_offset), from the
-        .txnindex files when the log has any (the broker writes one only for
-        segments holding an ABORT marker), else rebuilt by scanning markers."""
+        """Every aborted transaction of the log.
+
+        Read from the ``.txnindex`` files when the log has any (the broker
+        writes one only for segments holding an ABORT marker), else rebuilt
+        by scanning the markers.
+
+        Returns:
+            list[AbortedTxn]: ``(producer_id, first_offset, last_offset,
+            last_stable_offset)`` of each, ``last_offset`` being its ABORT
+            marker's offset.
+        """
         if self._aborted is None:
             if any(seg.has_txn_index for seg in self.segments):
                 self._aborted = [t for seg in self.segments for t in seg.aborted_transactions()]
@@ -148,9 +203,15 @@ class PartitionLog:
         return dict(tracker.open)
 
     def tracker_from_snapshot(self, at_most):
-        """A TransactionTracker holding the ongoing transactions of the latest
-        readable producer snapshot at or below offset `at_most`, and that
-        snapshot's offset (None when there is none)."""
+        """The transactions open at the latest readable producer snapshot.
+
+        Args:
+            at_most: Use the latest snapshot taken at or below this offset.
+
+        Returns:
+            tuple: A ``TransactionTracker`` holding that snapshot's ongoing
+            transactions, and the snapshot's offset (None when there is none).
+        """
         tracker = TransactionTracker()
         snapshots = [offset for offset in snapshot_offsets(self.directory) if offset <= at_most]
         for offset in reversed(snapshots):
@@ -205,10 +266,25 @@ class PartitionLog:
         return start_offset, end_offset
 
     def read_batches(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted"):
-        """The batches holding offsets in [start_offset, end_offset), in log
-        order, headers only (nothing decompressed until iterated). A Batch's
-        `position` is relative to where the read started in its segment; its
-        errors, its records' too, name the segment file and the byte in it."""
+        """The batches holding offsets in ``[start_offset, end_offset)``.
+
+        Batches come in log order, headers only (nothing is decompressed
+        until a batch is iterated). A batch's ``position`` is relative to
+        where the read started in its segment; its errors, its records' too,
+        name the segment file and the byte in it.
+
+        Args:
+            start_offset: The first offset wanted (inclusive); None: the log
+                start. The read starts at the ``.index`` entry at or below it.
+            end_offset: The offset to stop before (exclusive); None: the log
+                end.
+            isolation: ``"read_uncommitted"``, or ``"read_committed"``: the
+                batches of aborted transactions are dropped and the read stops
+                at the last stable offset.
+
+        Returns:
+            An iterator of :class:`kcodec.Batch`.
+        """
         if start_offset is not None:
             start_offset = integer_option("start_offset", start_offset)
         end_offset = self._committed_end(isolation, end_offset)
@@ -233,20 +309,38 @@ class PartitionLog:
 
     def read_records(self, start_offset=None, end_offset=None, *, isolation="read_uncommitted",
                      include_control=False):
-        """Records with offsets in [start_offset, end_offset), as a consumer
-        with this isolation level sees them (read_committed: up to the last
-        stable offset)."""
+        """Records with offsets in ``[start_offset, end_offset)``, as a
+        consumer with this isolation level sees them.
+
+        Args:
+            start_offset: The first offset (inclusive); None: the log start.
+            end_offset: The offset to stop before (exclusive); None: the end.
+            isolation: ``"read_uncommitted"`` or ``"read_committed"`` (up to
+                the last stable offset, aborted transactions dropped).
+            include_control: Also yield control records.
+
+        Returns:
+            An iterator of :class:`kcodec.Record`.
+        """
         start_offset, end_offset = offset_bounds(start_offset,
                                                  self._committed_end(isolation, end_offset))
         batches = self._read_batches(start_offset, end_offset, isolation)
         return RecordIterator(batches, include_control, start_offset, end_offset)
 
     def offset_for_timestamp(self, timestamp):
-        """The offset a broker's ListOffsets answers for `timestamp`: in the
-        first segment whose largest timestamp reaches it, the first batch
-        whose max timestamp reaches it, the first record in it at or after
-        it. None when no record is that recent. -1 (latest) gives the log
-        end offset, -2 (earliest) the log start offset."""
+        """The offset a broker's ListOffsets answers for a timestamp.
+
+        In the first segment whose largest timestamp reaches it, the first
+        batch whose max timestamp reaches it, the first record in it at or
+        after it.
+
+        Args:
+            timestamp: Milliseconds since the epoch; -1 (latest) gives the log
+                end offset, -2 (earliest) the log start offset.
+
+        Returns:
+            int | None: The offset, or None when no record is that recent.
+        """
         if timestamp == LATEST_TIMESTAMP:
             return self.end_offset
         if timestamp == EARLIEST_TIMESTAMP:
@@ -260,10 +354,26 @@ class PartitionLog:
     def decode(self, start_offset=None, end_offset=None, start_timestamp=None,
                end_timestamp=None, isolation="read_uncommitted", columns=None,
                batch_columns=False):
-        """The records with offsets in [start_offset, end_offset) as one
-        pyarrow.Table with decode()'s columns, topic and partition included.
-        Timestamps bound the offsets as Spark's startingTimestamp /
-        endingTimestamp do: each becomes offset_for_timestamp(ts)."""
+        """The records with offsets in ``[start_offset, end_offset)`` as one
+        table with :func:`kcodec.decode`'s columns, ``topic`` and
+        ``partition`` included.
+
+        Args:
+            start_offset: The first offset (inclusive); None: the log start.
+            end_offset: The offset to stop before (exclusive); None: the end.
+            start_timestamp: Start at :meth:`offset_for_timestamp` of this
+                (ms), as Spark's ``startingTimestamp`` does.
+            end_timestamp: End before :meth:`offset_for_timestamp` of this
+                (ms), as Spark's ``endingTimestamp`` does.
+            isolation: ``"read_uncommitted"`` or ``"read_committed"``
+                (aborted transactions from ``.txnindex``, up to the last
+                stable offset).
+            columns: Only these columns, in this order (None: all).
+            batch_columns: Add the batch columns (see :func:`kcodec.decode`).
+
+        Returns:
+            pyarrow.Table: One row per record.
+        """
         tables = list(self._decode_chunks(start_offset, end_offset, start_timestamp,
                                           end_timestamp, isolation, batch_columns, None, None))
         target = arrow_schema(topic=True, partition=True, batch_columns=batch_columns)
@@ -273,11 +383,30 @@ class PartitionLog:
     def iter_decode(self, start_offset=None, end_offset=None, start_timestamp=None,
                     end_timestamp=None, isolation="read_uncommitted", columns=None,
                     batch_columns=False, max_rows=DEFAULT_MAX_ROWS, max_bytes=DEFAULT_MAX_BYTES):
-        """decode() as a stream of pyarrow.RecordBatch of at most `max_rows`
-        rows and about `max_bytes` bytes each. The log is decoded a slice of
-        segment at a time, sized so that its decoded columns stay near
-        `max_bytes`; memory stays within a few times max_bytes plus one
-        Kafka batch decompressed, whatever the log size."""
+        """:meth:`decode` as a stream of record batches, in bounded memory.
+
+        The log is decoded a slice of a segment at a time, sized so that its
+        decoded columns stay near ``max_bytes``, and the mapped pages read are
+        released: memory stays within a few times ``max_bytes`` plus one Kafka
+        batch decompressed, whatever the log's size.
+
+        Args:
+            start_offset: As in :meth:`decode`.
+            end_offset: As in :meth:`decode`.
+            start_timestamp: As in :meth:`decode`.
+            end_timestamp: As in :meth:`decode`.
+            isolation: As in :meth:`decode`.
+            columns: As in :meth:`decode`.
+            batch_columns: As in :meth:`decode`.
+            max_rows: The most rows in one record batch.
+            max_bytes: About the most bytes of one record batch's columns.
+
+        Yields:
+            pyarrow.RecordBatch: The records, in log order.
+
+        Raises:
+            ValueError: When ``max_rows`` or ``max_bytes`` is below 1.
+        """
         if max_rows < 1 or max_bytes < 1:
             raise ValueError("max_rows and max_bytes must be positive")
         for table in self._decode_chunks(start_offset, end_offset, start_timestamp, end_timestamp,
@@ -345,14 +474,27 @@ class PartitionLog:
             yield first, last, first_offset
 
     def verify(self):
-        """Check every batch, offset and index entry; see kcodec.log.verify."""
+        """Check every batch, offset and index file (see :func:`verify_log`).
+
+        Returns:
+            VerifyReport: Truthy when nothing is wrong.
+        """
         from .verify import verify_log
         return verify_log(self)
 
 
 def open_logs(paths):
-    """PartitionLogs for directories, or for every partition directory below
-    a log.dirs root."""
+    """Open partition directories, or every live partition directory below
+    ``log.dirs`` roots.
+
+    Args:
+        paths: Paths of partition directories (a directory holding ``.log``
+            segments) or of roots holding them (copies being deleted, moved
+            or left behind are skipped).
+
+    Returns:
+        list[PartitionLog]: In the order given, and by name within a root.
+    """
     logs = []
     for path in paths:
         path = str(path)

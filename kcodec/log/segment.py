@@ -35,7 +35,23 @@ def released(view):
 
 
 class Segment:
-    """A segment, named by its base offset: `<20 digits>.log` and friends."""
+    """One segment of a partition log: a ``<20-digit base offset>.log`` file
+    and its ``.index``, ``.timeindex`` and ``.txnindex`` side files.
+
+    The ``.log`` is mapped read-only when first read.
+
+    Args:
+        log_path: The segment's ``.log`` file.
+
+    Attributes:
+        log_path (str): The ``.log`` file.
+        base_offset (int): The offset its name carries.
+        index_path (str): Its ``.index`` file (which may be missing).
+        time_index_path (str): Its ``.timeindex`` file.
+        txn_index_path (str): Its ``.txnindex`` file.
+        active (bool): Whether it is its log's last segment: only there may a
+            partial entry end the file without being corruption.
+    """
 
     def __init__(self, log_path):
         self.log_path = str(log_path)
@@ -62,17 +78,25 @@ class Segment:
 
     @property
     def size(self):
+        """The ``.log`` file's size in bytes."""
         return len(self.data)
 
     def release(self, start, end):
-        """Drop the pages of [start, end) from this process's resident set
-        (they stay in the page cache): long sequential reads keep RSS flat."""
+        """Drop the pages of bytes ``[start, end)`` from this process's
+        resident set (they stay in the page cache): long sequential reads keep
+        RSS flat.
+
+        Args:
+            start: First byte.
+            end: Byte to stop before.
+        """
         if isinstance(self.data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             start -= start % PAGE
             if end > start:
                 self.data.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def close(self):
+        """Unmap the ``.log`` file (it is mapped again when next read)."""
         if isinstance(self._data, mmap.mmap):
             try:
                 self._data.close()
@@ -82,30 +106,51 @@ class Segment:
 
     @cached_property
     def offset_index(self):
-        """The .index (empty when the file is missing)."""
+        """The ``.index`` file as an :class:`OffsetIndex` (None when it is
+        missing)."""
         if not os.path.exists(self.index_path):
             return None
         return OffsetIndex(self.index_path, self.base_offset, self.size)
 
     @cached_property
     def time_index(self):
+        """The ``.timeindex`` file as a :class:`TimeIndex` (None when it is
+        missing)."""
         if not os.path.exists(self.time_index_path):
             return None
         return TimeIndex(self.time_index_path, self.base_offset)
 
     @property
     def has_txn_index(self):
+        """Whether the segment has a ``.txnindex`` file."""
         return os.path.exists(self.txn_index_path)
 
     def aborted_transactions(self):
-        """The entries of the .txnindex ([] when there is none)."""
+        """The entries of the ``.txnindex`` file.
+
+        Returns:
+            list[AbortedTxn]: Empty when there is no such file.
+        """
         return read_txn_index(self.txn_index_path) if self.has_txn_index else []
 
     # ----------------------------------------------------------- reading
     def batches(self, position=0, end=None, *, verify_crc=True, partial=None, **options):
-        """(file position, Batch) of the entries from `position` on; Batches
-        are read from a view of the mapped file, nothing is copied. A partial
-        entry at the end stops an active segment silently (partial=None)."""
+        """The entries of the ``.log`` from a byte position on.
+
+        Batches are read from a view of the mapped file; nothing is copied.
+
+        Args:
+            position: The byte to start at (where an entry starts).
+            end: The byte to stop before (None: the end of the file).
+            verify_crc: Check CRCs.
+            partial: As in :func:`kcodec.read_batches`; None: ``"stop"`` for
+                the active segment, else ``"error"``.
+            **options: More :func:`kcodec.read_batches` options.
+
+        Yields:
+            tuple[int, kcodec.Batch]: Each entry's position in the file and
+            the entry.
+        """
         if partial is None:
             partial = "stop" if self.active else "error"
         view = memoryview(self.data)[position:end]
@@ -114,13 +159,25 @@ class Segment:
             yield position + batch.position, batch
 
     def view(self, start, end):
+        """A memoryview of the ``.log``'s bytes ``[start, end)``, without a copy."""
         return memoryview(self.data)[start:end]
 
     def position_for(self, offset):
-        """Where to start reading for `offset`, as the broker's
-        translateOffset: the largest index entry at or below it, then a
+        """Where to start reading for an offset, as the broker's
+        ``translateOffset``: the largest index entry at or below it, then a
         forward scan to the first batch whose last offset reaches it.
-        None when every batch of the segment ends before `offset`."""
+
+        Args:
+            offset: The offset wanted.
+
+        Returns:
+            int | None: The byte position of that batch, or None when every
+            batch of the segment ends before ``offset``.
+
+        Raises:
+            CorruptIndexError: When the index entry points at a batch past
+                the entry's offset.
+        """
         entry = self.offset_index.lookup(offset) if self.offset_index is not None else None
         start = entry.position if entry is not None else 0
         for position, batch in self.batches(start, verify_crc=False):
@@ -139,7 +196,8 @@ class Segment:
         return i * OffsetIndex.entry_size
 
     def next_offset(self):
-        """The offset after this segment's last batch (its base offset when empty)."""
+        """The offset after this segment's last batch (its base offset when
+        it is empty)."""
         last = None
         start = 0
         if self.offset_index is not None and len(self.offset_index):
@@ -169,8 +227,18 @@ class Segment:
         return largest
 
     def find_offset_by_timestamp(self, timestamp, starting_offset=0):
-        """(offset, timestamp) of the first record at or after `timestamp`,
-        the broker's LogSegment.findOffsetByTimestamp; None if none is here."""
+        """The first record at or after a timestamp, as the broker's
+        ``LogSegment.findOffsetByTimestamp``.
+
+        Args:
+            timestamp: Milliseconds since the epoch.
+            starting_offset: Ignore records below this offset (the log start
+                offset).
+
+        Returns:
+            tuple[int, int] | None: ``(offset, timestamp)`` of that record, or
+            None when no record of the segment is that recent.
+        """
         target = starting_offset
         if self.time_index is not None:
             target = max(self.time_index.lookup(timestamp).offset, starting_offset)

@@ -24,7 +24,14 @@ _WINDOW = 1 << 20
 
 
 class Problem(namedtuple("Problem", "file position message end")):
-    """Something wrong at byte `position` of `file` (up to `end` for a skipped range)."""
+    """Something wrong in a file; prints as ``file:position: message``.
+
+    Args:
+        file: The file (str).
+        position: The byte where it is (None when unknown).
+        message: What is wrong.
+        end: For a skipped range of bytes, the byte it ends before.
+    """
 
     def __new__(cls, file, position, message, end=None):
         return super().__new__(cls, str(file), position, message, end)
@@ -35,7 +42,18 @@ class Problem(namedtuple("Problem", "file position message end")):
 
 
 class VerifyReport:
-    """Problems found; truthy when there are none."""
+    """What :func:`verify_log` or :func:`salvage` found: truthy when there is
+    no problem. Iterating yields the :class:`Problem` objects; ``str()``
+    gives one line per problem, or ``OK: N files checked``.
+
+    Args:
+        problems: The problems found.
+        checked: The files checked.
+
+    Attributes:
+        problems (list[Problem]): The problems found.
+        checked (list[str]): The files checked.
+    """
 
     def __init__(self, problems=(), checked=()):
         self.problems = list(problems)
@@ -140,9 +158,22 @@ def _log_paths(path_or_dir):
 
 
 def salvage(path_or_dir, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
-    """Every intact entry of a .log file (or of all segments of a partition
-    directory), read around corrupt regions: (list of SalvagedBatch, a
-    VerifyReport whose problems are the skipped byte ranges)."""
+    """Every intact entry of a ``.log`` file (or of all segments of a
+    partition directory), read around corrupt regions.
+
+    Where an entry fails its checks, the scan looks for the next byte at which
+    an intact entry starts (plausible framing first, then a full read whose
+    CRC holds) and reports the bytes in between as skipped.
+
+    Args:
+        path_or_dir: A ``.log`` file (or any record-set file), or a partition
+            directory.
+        max_entry_bytes: The largest entry considered when resynchronising.
+
+    Returns:
+        tuple[list[SalvagedBatch], VerifyReport]: The intact entries, and a
+        report whose problems are the skipped byte ranges.
+    """
     good, skipped, paths = [], [], _log_paths(path_or_dir)
     for path in paths:
         segment = Segment(path) if path.endswith(".log") and os.path.basename(path)[:-4].isdigit() \
@@ -169,14 +200,24 @@ class _AnyFile(Segment):
 
 
 def verify_log(log, *, max_entry_bytes=DEFAULT_MAX_ENTRY_BYTES):
-    """Check a PartitionLog: every entry intact (CRC, records), offsets
-    increasing within and across segments and within each segment's range,
-    every .index entry naming the last offset of an append (one batch or
-    more) that starts at its position, and none past the log's end, every
-    .timeindex entry naming an offset of a batch (its last, as current
-    brokers write) and that batch's max timestamp, the .txnindex entries
-    equal to the ABORT markers found, and the checkpoint and snapshot files
-    readable."""
+    """Check a partition log.
+
+    Checks every entry intact (CRC, records), offsets increasing within and
+    across segments and within each segment's range, every ``.index`` entry
+    naming the last offset of an append (one batch or more) that starts at
+    its position, and none past the log's end, every ``.timeindex`` entry
+    naming an offset of a batch (its last, as current brokers write) and that
+    batch's max timestamp, the ``.txnindex`` entries equal to the ABORT
+    markers found, and the checkpoint and snapshot files readable.
+
+    Args:
+        log: A :class:`PartitionLog`.
+        max_entry_bytes: The largest entry considered when resynchronising
+            after damage.
+
+    Returns:
+        VerifyReport: Every problem found, each naming file and byte.
+    """
     problems, checked = [], []
     # As the log's readers do: a transaction that the producer snapshot at the
     # log start holds open began in a segment that may be deleted since.

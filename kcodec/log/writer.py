@@ -125,16 +125,42 @@ def _first_offset(batch):
 
 def write_log(directory, batches_or_table, segment_bytes=1 << 30, index_interval_bytes=4096,
               segment_ms=SEGMENT_MS, **encode_options):
-    """Write a partition directory from record sets (bytes-like, or an
-    iterable of them) or pyarrow.Tables (encoded with kcodec.encode and
-    `encode_options`, e.g. compression="zstd"), and return the paths of the
-    .log files written.
+    """Write a partition directory as a broker lays it out.
 
-    Offsets, a table's offset column's too, are kept when they increase; a
-    v2 batch whose base offset is below the log end offset gets the next
+    Every batch is appended as a producer request of its own would be (see
+    this module's description): segments roll by size or time, ``.index``
+    and ``.timeindex`` entries follow ``index_interval_bytes``, each
+    segment holding ABORT markers gets a ``.txnindex``, and producer
+    ``.snapshot`` files and the ``leader-epoch-checkpoint`` are written.
+
+    Offsets, a table's ``offset`` column's too, are kept when they increase;
+    a v2 batch whose base offset is below the log end offset gets the next
     offset, as a broker assigns it (its CRC does not cover the offset).
-    Legacy entries must already be in order. A table without an offset
-    column is numbered from the log end offset."""
+    Legacy entries must already be in order. A table without an ``offset``
+    column is numbered from the log end offset.
+
+    Args:
+        directory: The partition directory to write (created if missing; it
+            must hold no segment yet), e.g. ``"orders-0"``.
+        batches_or_table: A record set (bytes-like), a ``pyarrow.Table`` or
+            ``RecordBatch``, or an iterable of those.
+        segment_bytes: Roll to a new segment before one would pass this size
+            (the broker's ``segment.bytes``).
+        index_interval_bytes: Add an index entry once more than this many
+            bytes were appended since the last (``index.interval.bytes``; 0:
+            an entry for every append).
+        segment_ms: Roll when a batch's max timestamp is more than this past
+            the segment's first batch's (``segment.ms``; None: never).
+        **encode_options: :func:`kcodec.encode` options for tables (e.g.
+            ``compression="zstd"``).
+
+    Returns:
+        list[str]: The paths of the ``.log`` files written.
+
+    Raises:
+        FileExistsError: When ``directory`` already holds segments.
+        ValueError: For options out of range, or legacy entries out of order.
+    """
     if not 14 <= segment_bytes <= INT32_MAX:
         raise ValueError(f"segment_bytes must be within 14..{INT32_MAX}")
     if index_interval_bytes < 0:

@@ -22,6 +22,9 @@ MAX_PENDING_REQUESTS = 100_000   # requests awaiting a response per connection
 CapturedRecords = namedtuple(
     "CapturedRecords",
     "api api_version correlation_id topic partition records time client server")
+CapturedRecords.__doc__ = ("A record set found in a capture: the API and version, correlation id, "
+                           "topic, partition, records (a memoryview), packet time, client and "
+                           "server addresses.")
 
 _RAW_LINKS = (dpkt.pcap.DLT_RAW, 14, 101)
 
@@ -128,9 +131,22 @@ class _Connection:
 
 
 class CaptureReader:
-    """Reads one capture file; iterate to get CapturedRecords. `topic_names`
-    fills in the topic of Produce v13+ / Fetch v13+ (which carry topic ids)
-    from Metadata responses seen earlier in the capture."""
+    """Reads the Kafka traffic of one capture file (pcap or pcapng); iterate
+    to get a ``CapturedRecords`` per record set carried by a Produce request
+    or a Fetch response: ``api, api_version, correlation_id, topic,
+    partition, records`` (a memoryview), ``time, client, server``.
+
+    ``topic_names`` fills in the topic of Produce v13+ / Fetch v13+ (which
+    carry topic ids) from Metadata responses seen earlier in the capture.
+
+    Args:
+        path: The capture file.
+        port: The broker's TCP port.
+        max_frame_bytes: The largest Kafka frame accepted.
+        warn: Called with a message for each stream or frame given up on
+            (a gap, a frame that does not parse); they are also kept in
+            ``warnings``.
+    """
 
     def __init__(self, path, port, *, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES, warn=None):
         self.path = path

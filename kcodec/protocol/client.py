@@ -16,6 +16,7 @@ from .frames import (
 )
 
 ListedOffset = namedtuple("ListedOffset", "offset timestamp")
+ListedOffset.__doc__ = "What ListOffsets answers for a partition: an offset and its timestamp."
 
 UNSUPPORTED_VERSION = 35
 _ERROR_KEYS = ("error_code", "partition_error_code")
@@ -24,8 +25,18 @@ _PARTITION_LISTS = ("partitions", "partition_data", "partition_responses", "resu
 
 
 def find_broker_error(api, value, topic=None, partition=None):
-    """The first non-zero error code in a decoded response, with the topic and
-    partition it was found under, as a BrokerError (None when there is none)."""
+    """The first non-zero error code in a decoded response.
+
+    Args:
+        api: The API's name, for the error.
+        value: A decoded response body (or any part of one).
+        topic: The topic the value is under, if known.
+        partition: The partition the value is under, if known.
+
+    Returns:
+        BrokerError | None: The error, with the topic and partition it was
+        found under; None when there is none.
+    """
     if isinstance(value, dict):
         if any(key in value for key in _PARTITION_LISTS):
             topic = value.get("name") or value.get("topic") or value.get("topic_id") or topic
@@ -65,9 +76,29 @@ def _unsupported_api_versions(frame, correlation_id):
 class Connection:
     """A blocking connection to one broker.
 
-    Every wait is bounded by `timeout` seconds; a request that times out
-    closes the connection (the stream position is lost) and raises
-    RequestTimedOut. Responses larger than max_frame_bytes are refused."""
+    Versions are negotiated with ApiVersions, responses matched by
+    correlation id (:meth:`send` / :meth:`receive` for several in flight). A
+    Produce with ``acks=0`` expects no answer. No routing to partition
+    leaders, retries or consumer groups. Use it as a context manager.
+
+    Args:
+        host: The broker's host.
+        port: Its port.
+        client_id: The client id sent in every request header.
+        timeout: Seconds every wait is bounded by; a request that times out
+            closes the connection (the stream position is lost) and raises
+            :class:`RequestTimedOut`.
+        max_frame_bytes: Responses larger than this are refused.
+        negotiate: Ask the broker's API versions (ApiVersions) on connecting.
+
+    Attributes:
+        broker_versions (dict | None): ``{api_key: (min, max)}`` once
+            negotiated.
+
+    Raises:
+        RequestTimedOut: When connecting times out.
+        ConnectionLost: When the connection breaks.
+    """
 
     def __init__(self, host, port, *, client_id="kcodec", timeout=10.0,
                  max_frame_bytes=DEFAULT_MAX_FRAME_BYTES, negotiate=True):
@@ -95,6 +126,7 @@ class Connection:
     # -- lifecycle ------------------------------------------------------------
 
     def close(self):
+        """Close the connection (closing twice does nothing)."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -123,13 +155,29 @@ class Connection:
                                 for k in response["api_keys"]}
 
     def api_versions(self):
-        """{api_name: (min, max)} the broker supports."""
+        """The API versions the broker supports.
+
+        Returns:
+            dict[str, tuple[int, int]]: ``{api_name: (min, max)}``.
+        """
         if self.broker_versions is None:
             self._negotiate()
         return {API_NAMES.get(key, str(key)): span for key, span in self.broker_versions.items()}
 
     def version_for(self, api, version=None):
-        """`version` if both sides support it, else (None) the highest both do."""
+        """The version to use for an API.
+
+        Args:
+            api: The API's name or key.
+            version: A version wanted, or None for the highest that both
+                kcodec and the broker support.
+
+        Returns:
+            int: The version.
+
+        Raises:
+            UnsupportedVersionError: When the two sides share no such version.
+        """
         key = api_key(api)
         ours = request_schema(key).valid
         low, high = ours.low, ours.high
@@ -150,7 +198,16 @@ class Connection:
     # -- requests -------------------------------------------------------------
 
     def send(self, api, version, body):
-        """Send a request without waiting; returns its correlation id."""
+        """Send a request without waiting for its response.
+
+        Args:
+            api: The API's name or key.
+            version: The API version.
+            body: The request body (a dict).
+
+        Returns:
+            int: Its correlation id, for :meth:`receive`.
+        """
         key = api_key(api)
         correlation_id = self._next_correlation
         self._next_correlation = correlation_id + 1 if correlation_id < 0x7FFFFFFF else 1
@@ -163,8 +220,15 @@ class Connection:
         return correlation_id
 
     def receive(self, correlation_id):
-        """The decoded Response to an earlier send(); responses to other
-        requests in flight that arrive first are kept for their turn."""
+        """Wait for the response to an earlier :meth:`send`; responses to
+        other requests in flight that arrive first are kept for their turn.
+
+        Args:
+            correlation_id: What :meth:`send` returned.
+
+        Returns:
+            Response: The decoded response.
+        """
         if correlation_id in self._arrived:
             return self._arrived.pop(correlation_id)
         if correlation_id not in self._pending:
@@ -188,10 +252,20 @@ class Connection:
             self._arrived[got] = response
 
     def request(self, api, version, body, *, check=True):
-        """Send a request and return the body of its response (None for a
-        Produce with acks=0). version=None: the highest both sides support.
-        With check, a non-zero error code anywhere in the response raises
-        BrokerError."""
+        """Send a request and return the body of its response.
+
+        Args:
+            api: The API's name (``"Metadata"``) or key.
+            version: The API version; None: the highest both sides support.
+            body: The request body: a dict keyed by Kafka's field names in
+                snake_case.
+            check: Raise :class:`BrokerError` for a non-zero error code
+                anywhere in the response.
+
+        Returns:
+            dict | None: The response body (None for a Produce with
+            ``acks=0``).
+        """
         key = api_key(api)
         version = self.version_for(key, version)
         correlation_id = self.send(key, version, body)
@@ -207,7 +281,16 @@ class Connection:
     # -- record-level helpers -------------------------------------------------
 
     def metadata(self, topics=None, version=None, allow_auto_topic_creation=True):
-        """The Metadata response for `topics` (None: all topics)."""
+        """Send a Metadata request (which also learns topic ids).
+
+        Args:
+            topics: Topic names, or None for all topics.
+            version: The API version (None: the highest both support).
+            allow_auto_topic_creation: Let the broker create missing topics.
+
+        Returns:
+            dict: The Metadata response body (errors are not raised).
+        """
         version = self.version_for("Metadata", version)
         wanted = None if topics is None else [{"name": t} for t in topics]
         if wanted is None and version == 0:
@@ -221,7 +304,15 @@ class Connection:
         return body
 
     def topic_id(self, topic):
-        """The topic's id (from Metadata v10+), needed by Produce v13 and Fetch v13+."""
+        """A topic's id (from Metadata v10+), as Produce v13 and Fetch v13+
+        need it.
+
+        Args:
+            topic: The topic's name.
+
+        Returns:
+            uuid.UUID: Its id.
+        """
         if topic not in self._topic_ids:
             body = self.metadata([topic], version=self.version_for("Metadata"))
             error = find_broker_error("Metadata", body)
@@ -234,8 +325,24 @@ class Connection:
 
     def produce(self, topic, partition, records, *, acks=-1, transactional_id=None,
                 version=None, timeout_ms=30000):
-        """Produce one record set (bytes-like, e.g. from kcodec.encode) to one
-        partition; returns the base offset the broker assigned (None for acks=0)."""
+        """Produce one record set to one partition.
+
+        Args:
+            topic: The topic.
+            partition: The partition.
+            records: A record set (bytes-like, e.g. from :func:`kcodec.encode`).
+            acks: -1 (all in-sync replicas), 1 (the leader) or 0 (no answer).
+            transactional_id: The transactional id of a transactional batch.
+            version: The Produce version (None: the highest both support).
+            timeout_ms: How long the broker may wait for the acks.
+
+        Returns:
+            int | None: The base offset the broker assigned (None for
+            ``acks=0``).
+
+        Raises:
+            BrokerError: For a non-zero error code.
+        """
         version = self.version_for("Produce", version)
         topic_id = self.topic_id(topic) if version >= 13 else None
         body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
@@ -249,11 +356,27 @@ class Connection:
 
     def fetch(self, topic, partition, offset, *, max_bytes=1 << 20, isolation_level=0,
               version=None, max_wait_ms=100, min_bytes=1):
-        """Fetch one partition from `offset`; returns the partition dict of the
-        response: "records" (a memoryview into the response frame),
-        "high_watermark", "last_stable_offset", "aborted_transactions" (list of
-        AbortedTransaction(producer_id, first_offset), or None), ...
-        A non-zero error code raises BrokerError."""
+        """Fetch one partition from an offset.
+
+        Args:
+            topic: The topic.
+            partition: The partition.
+            offset: The offset to fetch from.
+            max_bytes: The most bytes of records wanted.
+            isolation_level: 0 (read_uncommitted) or 1 (read_committed).
+            version: The Fetch version (None: the highest both support).
+            max_wait_ms: How long the broker may wait for ``min_bytes``.
+            min_bytes: The least bytes the broker waits for.
+
+        Returns:
+            dict: The partition's part of the response: ``"records"`` (a
+            memoryview into the response frame), ``"high_watermark"``,
+            ``"last_stable_offset"``, ``"aborted_transactions"`` (a list of
+            :data:`AbortedTransaction`, or None), ...
+
+        Raises:
+            BrokerError: For a non-zero error code.
+        """
         version = self.version_for("Fetch", version)
         topic_id = self.topic_id(topic) if version >= 13 else None
         body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
@@ -272,8 +395,21 @@ class Connection:
                             api="Fetch", version=version)
 
     def list_offsets(self, topic, partition, timestamp, *, isolation_level=0, version=None):
-        """ListOffsets for one partition: timestamp -1 (latest), -2 (earliest)
-        or a time in ms; returns ListedOffset(offset, timestamp)."""
+        """Ask the offset for a timestamp (ListOffsets) of one partition.
+
+        Args:
+            topic: The topic.
+            partition: The partition.
+            timestamp: A time in ms, -1 (latest) or -2 (earliest).
+            isolation_level: 0 (read_uncommitted) or 1 (read_committed).
+            version: The ListOffsets version (None: the highest both support).
+
+        Returns:
+            ListedOffset: ``(offset, timestamp)``.
+
+        Raises:
+            BrokerError: For a non-zero error code.
+        """
         version = self.version_for("ListOffsets", version)
         body = {"replica_id": -1, "isolation_level": isolation_level, "timeout_ms": 30000,
                 "topics": [{"name": topic, "partitions": [

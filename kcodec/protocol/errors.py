@@ -2,6 +2,8 @@
 protocol definitions), and the errors kcodec.protocol raises."""
 from ..errors import KafkaFormatError
 
+#: Kafka's API names by API key (all of Apache Kafka's, not only those
+#: kcodec has schemas for: see :data:`REQUESTS`).
 API_NAMES = {
     0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 4: "LeaderAndIsr",
     5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown", 8: "OffsetCommit",
@@ -31,8 +33,11 @@ API_NAMES = {
     88: "StreamsGroupHeartbeat", 89: "StreamsGroupDescribe", 90: "DescribeShareGroupOffsets",
     91: "AlterShareGroupOffsets", 92: "DeleteShareGroupOffsets",
 }
+#: API keys by name (``API_KEYS["Fetch"] == 1``).
 API_KEYS = {name: key for key, name in API_NAMES.items()}
 
+#: Kafka's error names by error code (``ERROR_NAMES[3] ==
+#: "UNKNOWN_TOPIC_OR_PARTITION"``).
 ERROR_NAMES = {
     -1: "UNKNOWN_SERVER_ERROR", 0: "NONE", 1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE",
     3: "UNKNOWN_TOPIC_OR_PARTITION", 4: "INVALID_FETCH_SIZE", 5: "LEADER_NOT_AVAILABLE",
@@ -85,13 +90,38 @@ ERROR_NAMES = {
 
 
 def error_name(code):
+    """Kafka's name of an error code.
+
+    Args:
+        code: The error code (int).
+
+    Returns:
+        str: Its name, e.g. ``"UNKNOWN_TOPIC_OR_PARTITION"``, or
+        ``"UNKNOWN_ERROR_CODE_<code>"``.
+    """
     return ERROR_NAMES.get(code, f"UNKNOWN_ERROR_CODE_{code}")
 
 
 class ProtocolError(KafkaFormatError):
-    """A frame or message that does not follow Kafka's wire protocol: names the
-    API, version and field path where decoding failed, and the byte position
-    in the frame."""
+    """A frame or message that does not follow Kafka's wire protocol.
+
+    Its message names the API, version and field path where decoding failed
+    and the byte position in the frame, e.g. ``40 bytes needed, 20 left (at
+    byte 67) [Fetch v11, field responses[0].partitions[0].records]``.
+
+    Args:
+        message: What is wrong.
+        api: The API's name.
+        version: The API version.
+        field: The field path, e.g. ``responses[0].partitions[0].records``.
+        **where: ``position``, ``offset`` and ``source``, as for
+            :class:`~kcodec.errors.KafkaFormatError`.
+
+    Attributes:
+        api (str | None): The API's name.
+        version (int | None): The API version.
+        field (str | None): The field path.
+    """
 
     def __init__(self, message, *, api=None, version=None, field=None, **where):
         self.api = api
@@ -115,7 +145,23 @@ class UnsupportedVersionError(ProtocolError):
 
 
 class BrokerError(Exception):
-    """A non-zero error code in a broker's response."""
+    """A non-zero error code in a broker's response.
+
+    Args:
+        code: The error code.
+        api: The API's name.
+        topic: The topic it was found under, if any.
+        partition: The partition it was found under, if any.
+        message: The response's error message, if any.
+
+    Attributes:
+        code (int): The error code.
+        name (str): Kafka's name for it, e.g. ``"UNKNOWN_TOPIC_OR_PARTITION"``.
+        api (str | None): The API's name.
+        topic (str | None): The topic.
+        partition (int | None): The partition.
+        error_message (str | None): The broker's message.
+    """
 
     def __init__(self, code, *, api=None, topic=None, partition=None, message=None):
         self.code = code

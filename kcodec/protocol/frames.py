@@ -7,11 +7,16 @@ from collections import namedtuple
 from .errors import API_KEYS, API_NAMES, ProtocolError, UnsupportedVersionError
 from .messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES
 
+#: The largest frame accepted by default: 100 MiB.
 DEFAULT_MAX_FRAME_BYTES = 100 << 20
 API_VERSIONS_KEY = 18
 
 Request = namedtuple("Request", "api_key api_version correlation_id client_id body header")
+Request.__doc__ = ("A decoded request: api_key, api_version, correlation_id, client_id, body "
+                   "(a dict keyed by Kafka's field names in snake_case) and header (a dict).")
 Response = namedtuple("Response", "correlation_id body header")
+Response.__doc__ = ("A decoded response: correlation_id, body (a dict keyed by Kafka's field "
+                    "names in snake_case) and header (a dict).")
 
 _SIZE = struct.Struct(">i")
 _PEEK = struct.Struct(">hhi")
@@ -38,18 +43,50 @@ def _schema(table, api, kind):
 
 
 def request_schema(api):
+    """The request schema of an API.
+
+    Args:
+        api: The API's name (``"Fetch"``) or key (1).
+
+    Returns:
+        The ``Message`` schema, with ``valid`` and ``flexible`` version ranges.
+
+    Raises:
+        UnsupportedVersionError: For an API kcodec has no schema for.
+    """
     return _schema(REQUESTS, api, "request")
 
 
 def response_schema(api):
+    """The response schema of an API; see :func:`request_schema`."""
     return _schema(RESPONSES, api, "response")
 
 
 def request_header_version(api, version):
+    """The request header version (1, or 2 for flexible versions) of an API
+    version.
+
+    Args:
+        api: The API's name or key.
+        version: The API version.
+
+    Returns:
+        int: The header version.
+    """
     return 2 if version in request_schema(api).flexible else 1
 
 
 def response_header_version(api, version):
+    """The response header version (0, or 1 for flexible versions; always 0
+    for ApiVersions, so that a client can read any broker's answer).
+
+    Args:
+        api: The API's name or key.
+        version: The API version.
+
+    Returns:
+        int: The header version.
+    """
     # ApiVersions responses keep header v0 even when flexible, so that a client
     # can always read the versions a broker supports.
     key = api_key(api)
@@ -59,7 +96,24 @@ def response_header_version(api, version):
 
 
 def encode_request(api, version, body, correlation_id, client_id="kcodec", header_tags=None):
-    """A whole request frame (size prefix included)."""
+    """Encode a request as a whole frame.
+
+    Args:
+        api: The API's name (``"Metadata"``) or key.
+        version: The API version.
+        body: A dict keyed by Kafka's field names in snake_case; fields left
+            out take their defaults.
+        correlation_id: The request's correlation id.
+        client_id: The header's client id.
+        header_tags: Tagged fields for a flexible header (``{tag: bytes}``).
+
+    Returns:
+        bytes: The frame, its int32 size prefix included.
+
+    Raises:
+        UnsupportedVersionError: For an API or version kcodec has no schema for.
+        ProtocolError: For a body that does not fit the schema.
+    """
     schema = request_schema(api)
     header = {"request_api_key": schema.api_key, "request_api_version": version,
               "correlation_id": correlation_id, "client_id": client_id}
@@ -68,7 +122,18 @@ def encode_request(api, version, body, correlation_id, client_id="kcodec", heade
 
 
 def encode_response(api, version, body, correlation_id, header_tags=None):
-    """A whole response frame (size prefix included)."""
+    """Encode a response as a whole frame.
+
+    Args:
+        api: The API's name or key.
+        version: The API version.
+        body: A dict keyed by Kafka's field names in snake_case.
+        correlation_id: The correlation id of the request it answers.
+        header_tags: Tagged fields for a flexible header.
+
+    Returns:
+        bytes: The frame, its int32 size prefix included.
+    """
     schema = response_schema(api)
     return _frame(RESPONSE_HEADER, {"correlation_id": correlation_id},
                   response_header_version(api, version), header_tags, schema, body, version)
@@ -86,7 +151,17 @@ def _frame(header_schema, header, header_version, header_tags, schema, body, ver
 
 
 def peek_request(frame):
-    """(api_key, api_version, correlation_id) of a request frame, whatever its API."""
+    """The start of a request frame's header, whatever its API.
+
+    Args:
+        frame: The frame, without its size prefix.
+
+    Returns:
+        tuple[int, int, int]: ``(api_key, api_version, correlation_id)``.
+
+    Raises:
+        ProtocolError: For a frame too short to hold them.
+    """
     if len(frame) < _PEEK.size:
         raise ProtocolError(f"a request header needs {_PEEK.size} bytes, the frame has "
                             f"{len(frame)}", position=0)
@@ -94,6 +169,11 @@ def peek_request(frame):
 
 
 def peek_correlation_id(frame):
+    """The correlation id of a response frame (without its size prefix).
+
+    Raises:
+        ProtocolError: For a frame too short to hold it.
+    """
     if len(frame) < 4:
         raise ProtocolError(f"a response header needs 4 bytes, the frame has {len(frame)}",
                             position=0)
@@ -101,8 +181,26 @@ def peek_correlation_id(frame):
 
 
 def decode_request(frame, *, trailing="error"):
-    """Decode a request frame (without its size prefix). Record sets stay
-    memoryviews into `frame`. trailing="ignore" accepts bytes after the message."""
+    """Decode a request frame.
+
+    Record sets (a Produce request's ``records``) stay memoryviews into
+    ``frame``, which :func:`kcodec.read_batches` and :func:`kcodec.decode`
+    read directly. Unknown tagged fields are kept as ``"_unknown_tags":
+    {tag: bytes}`` and written back by the encoders.
+
+    Args:
+        frame: The frame, without its size prefix (as :class:`FrameSplitter`
+            gives it).
+        trailing: ``"error"``: bytes after the message raise ProtocolError;
+            ``"ignore"``: they are accepted.
+
+    Returns:
+        Request: The header's fields and the body.
+
+    Raises:
+        ProtocolError: Naming the API, version, field path and byte.
+        UnsupportedVersionError: For an API or version with no schema.
+    """
     key, version, _ = peek_request(frame)
     schema = request_schema(key)
     schema.check_version(version)
@@ -114,10 +212,26 @@ def decode_request(frame, *, trailing="error"):
 
 
 def decode_response(frame, api, version, *, trailing="error"):
-    """Decode a response frame (without its size prefix) to the request of
-    `api` at `version` (a response does not say which request it answers).
-    trailing="ignore" accepts bytes after the message, as Kafka's own client
-    does (librdkafka's mock broker leaves one after flexible Metadata)."""
+    """Decode a response frame.
+
+    A response does not say which request it answers: the caller gives the
+    request's API and version (matched by correlation id). Record sets (a
+    Fetch response's ``records``) stay memoryviews into ``frame``.
+
+    Args:
+        frame: The frame, without its size prefix.
+        api: The request's API name or key.
+        version: The request's API version.
+        trailing: ``"error"`` or ``"ignore"`` bytes after the message, as
+            Kafka's own client does (librdkafka's mock broker leaves one after
+            flexible Metadata responses).
+
+    Returns:
+        Response: The correlation id and the body.
+
+    Raises:
+        ProtocolError: Naming the API, version, field path and byte.
+    """
     schema = response_schema(api)
     schema.check_version(version)
     buf = memoryview(frame).cast("B")
@@ -147,10 +261,19 @@ def frame_size(buf, offset=0, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES, position=
 
 
 class FrameSplitter:
-    """Cuts a stream into frames: feed() chunks as they arrive and get back the
-    frames (without size prefix) completed so far; a partial frame waits for
-    the next chunk. A frame larger than max_frame_bytes or with a negative
-    size raises ProtocolError (the stream cannot be resynchronised)."""
+    """Cuts a byte stream into Kafka frames.
+
+    :meth:`feed` it chunks as they arrive and get back the frames completed
+    so far; a partial frame waits for the next chunk.
+
+    Args:
+        max_frame_bytes: The largest frame accepted. A larger size, or a
+            negative one, raises :class:`ProtocolError` (the stream cannot be
+            resynchronised).
+
+    Attributes:
+        consumed (int): Stream bytes before those still held.
+    """
 
     def __init__(self, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES):
         self.max_frame_bytes = max_frame_bytes
@@ -163,6 +286,18 @@ class FrameSplitter:
         return len(self._buffer)
 
     def feed(self, chunk):
+        """Add bytes of the stream.
+
+        Args:
+            chunk: The next bytes (any bytes-like object).
+
+        Returns:
+            list[bytes]: The frames completed, without their size prefixes.
+
+        Raises:
+            ProtocolError: For a frame over ``max_frame_bytes`` or with a
+                negative size.
+        """
         buffer = self._buffer
         buffer += chunk
         frames = []

@@ -6,6 +6,8 @@ broker no longer accepts (Produce v0-2, Fetch v0-3, ListOffsets v0)."""
 from .schema import Message, field as f, many, one, record_type
 
 AbortedTransaction = record_type("AbortedTransaction", "producer_id first_offset")
+AbortedTransaction.__doc__ = ("An entry of a Fetch response's aborted_transactions: "
+                              "(producer_id, first_offset), as kcodec.decode's `aborted` takes it.")
 
 REQUEST_HEADER = Message(None, "RequestHeader", "header", "0-2", "2+", [
     f("request_api_key", "int16", "0+"),
@@ -334,10 +336,12 @@ END_TXN_RESPONSE = Message(26, "EndTxn", "response", "0-5", "3+", [
     f("producer_epoch", "int16", "5+", default=-1),
 ])
 
+#: The request schemas kcodec speaks, by API key.
 REQUESTS = {m.api_key: m for m in (
     API_VERSIONS_REQUEST, METADATA_REQUEST, PRODUCE_REQUEST, FETCH_REQUEST,
     LIST_OFFSETS_REQUEST, FIND_COORDINATOR_REQUEST, INIT_PRODUCER_ID_REQUEST,
     ADD_PARTITIONS_TO_TXN_REQUEST, END_TXN_REQUEST)}
+#: The response schemas kcodec speaks, by API key.
 RESPONSES = {m.api_key: m for m in (
     API_VERSIONS_RESPONSE, METADATA_RESPONSE, PRODUCE_RESPONSE, FETCH_RESPONSE,
     LIST_OFFSETS_RESPONSE, FIND_COORDINATOR_RESPONSE, INIT_PRODUCER_ID_RESPONSE,

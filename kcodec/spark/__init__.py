@@ -16,7 +16,17 @@ from .source import KafkaLogDataSource
 
 
 def register(spark):
-    """Make spark.read.format("kafka-log") available in this session."""
+    """Make ``spark.read.format("kafka-log")`` available in a session.
+
+    Spark also finds the source without this call, as the module
+    ``pyspark_kcodec.DefaultSource``, when kcodec is installed on the workers.
+
+    Args:
+        spark: A ``SparkSession`` (PySpark 4.0 or later: Python Data Sources).
+
+    Returns:
+        The same session.
+    """
     spark.dataSource.register(KafkaLogDataSource)
     return spark
 

@@ -33,14 +33,28 @@ def _decode_options(topic, partition, isolation, verify_crc):
 
 def decode_record_sets(record_sets, *, include_headers=True, topic=None, partition=None,
                        isolation="read_uncommitted", verify_crc=True):
-    """pyarrow.RecordBatches of the records of each record set (bytes-like,
-    None skipped), typed as Spark's Kafka source types them (key, value,
-    [topic, partition,] offset, timestamp, timestampType[, headers]).
+    """The records of many record sets, as Arrow record batches typed as
+    Spark's Kafka source types them.
 
-    For rdd.mapPartitions: rdd.mapPartitions(decode_record_sets) turns an
-    RDD of record sets into an RDD of Arrow batches. Record sets are decoded
-    GROUP_RECORD_SETS (or GROUP_BYTES) at a time, each group by one call into
-    the core."""
+    For ``rdd.mapPartitions``: ``rdd.mapPartitions(decode_record_sets)``
+    turns an RDD of record sets into an RDD of Arrow batches. Record sets are
+    decoded 4,096 (or 16 MiB of them) at a time, each group by one
+    :func:`kcodec.decode_many` call.
+
+    Args:
+        record_sets: An iterable of record sets (bytes-like; None is skipped).
+        include_headers: Add the ``headers`` column.
+        topic: Add a ``topic`` column with this value.
+        partition: Add a ``partition`` column with this value.
+        isolation: ``"read_uncommitted"`` or ``"read_committed"`` (each
+            record set's aborted transactions from its own ABORT markers).
+        verify_crc: Check CRCs.
+
+    Yields:
+        pyarrow.RecordBatch: ``key, value, [topic, partition,] offset,
+        timestamp, timestampType[, headers]``, timestamps in µs (UTC) as Spark
+        exchanges them.
+    """
     target = arrow_schema(_spark_record_schema(include_headers, topic, partition))
     options = _decode_options(topic, partition, isolation, verify_crc)
     first = 0
@@ -53,7 +67,7 @@ def decode_record_sets(record_sets, *, include_headers=True, topic=None, partiti
 
 GROUP_RECORD_SETS = 4096
 GROUP_BYTES = 16 << 20           # of input: decode() slows once its columns pass
-                                 # kept_memory_limit() (see README: Memory)
+                                 # kept_memory_limit() (docs/guide/records.md, Memory)
 
 
 def _groups(record_sets):
@@ -118,13 +132,30 @@ def _explode(batches, column, others, output, include_headers, options):
 
 def explode_records(df, column, *, include_headers=True, topic=None, partition=None,
                     isolation="read_uncommitted", verify_crc=True):
-    """A DataFrame with one row per record of the record sets in the binary
-    `column` of `df` (e.g. spark.read.format("binaryFile")'s content, or
-    captured fetch payloads), decoded in df.mapInArrow by the compiled core.
+    """One row per record of the record sets in a binary column.
 
-    The other columns of `df` are repeated on each record of their row, then
-    come key, value, [topic, partition,] offset, timestamp, timestampType and
-    headers; `topic`/`partition` give constant columns when df has none."""
+    The record sets (e.g. ``spark.read.format("binaryFile")``'s ``content``,
+    or captured fetch payloads) are decoded in ``df.mapInArrow`` by the
+    compiled core, one :func:`kcodec.decode_many` call per Arrow batch.
+
+    Args:
+        df: A DataFrame.
+        column: The name of its binary column of record sets.
+        include_headers: Add the ``headers`` column.
+        topic: Add a constant ``topic`` column.
+        partition: Add a constant ``partition`` column.
+        isolation: ``"read_uncommitted"`` or ``"read_committed"``.
+        verify_crc: Check CRCs.
+
+    Returns:
+        pyspark.sql.DataFrame: The other columns of ``df``, repeated on each
+        record of their row, then ``key, value, [topic, partition,] offset,
+        timestamp, timestampType[, headers]``.
+
+    Raises:
+        ValueError: When ``column`` is missing, or another column of ``df``
+            has the name of a decoded column.
+    """
     if column not in df.columns:
         raise ValueError(f"no column {column!r} in {df.columns}")
     others = [c for c in df.columns if c != column]
@@ -142,8 +173,24 @@ def explode_records(df, column, *, include_headers=True, topic=None, partition=N
 
 def record_set_decoder(column, output, *, include_headers=True, topic=None, partition=None,
                        isolation="read_uncommitted", verify_crc=True):
-    """The function explode_records hands to df.mapInArrow, for use with
-    mapInArrow directly: Iterator[RecordBatch] -> Iterator[RecordBatch]."""
+    """The function :func:`explode_records` hands to ``df.mapInArrow``, for
+    use with ``mapInArrow`` directly.
+
+    Args:
+        column: The name of the binary column of record sets.
+        output: The Spark schema (``StructType``) of the result: the columns
+            to carry over, then the decoded ones (as ``explode_records``
+            builds it).
+        include_headers: As in :func:`explode_records`.
+        topic: As in :func:`explode_records`.
+        partition: As in :func:`explode_records`.
+        isolation: As in :func:`explode_records`.
+        verify_crc: As in :func:`explode_records`.
+
+    Returns:
+        A function from an iterator of ``pyarrow.RecordBatch`` to an iterator
+        of ``pyarrow.RecordBatch``.
+    """
     options = _decode_options(topic, partition, isolation, verify_crc)
     others = [f.name for f in output if f.name not in _spark_record_schema(
         include_headers, topic, partition).names]
@@ -152,7 +199,15 @@ def record_set_decoder(column, output, *, include_headers=True, topic=None, part
 
 
 def records_type(include_headers=True):
-    """array<struct<key, value, offset, timestamp, timestampType[, headers]>>"""
+    """The Spark type of :data:`decode_udf`'s result.
+
+    Args:
+        include_headers: Include the ``headers`` field.
+
+    Returns:
+        pyspark.sql.types.ArrayType:
+        ``array<struct<key, value, offset, timestamp, timestampType[, headers]>>``.
+    """
     return ArrayType(record_schema(include_headers))
 
 
@@ -184,9 +239,20 @@ def _records_lists(column, struct_type, target, list_type, options, first_index)
 
 
 def make_decode_udf(*, include_headers=True, isolation="read_uncommitted", verify_crc=True):
-    """An Arrow UDF: a binary column of record sets -> array<struct<key,
-    value, offset, timestamp, timestampType, headers>> (null for a null
-    record set), decoded by the compiled core. Needs PySpark 4.1+."""
+    """An Arrow UDF that decodes a binary column of record sets.
+
+    Each row's record set becomes an ``array<struct<key, value, offset,
+    timestamp, timestampType, headers>>`` (null for a null record set),
+    decoded by the compiled core. Needs PySpark 4.1 or later (Arrow UDFs).
+
+    Args:
+        include_headers: Include the ``headers`` field.
+        isolation: ``"read_uncommitted"`` or ``"read_committed"``.
+        verify_crc: Check CRCs.
+
+    Returns:
+        A UDF to apply to a column: ``df.select(udf("payload"))``.
+    """
     from pyspark.sql.functions import arrow_udf
     from pyspark.sql.pandas.functions import ArrowUDFType
     options = _decode_options(None, None, isolation, verify_crc)

@@ -79,6 +79,30 @@ def _offset_spec(name, text, default, timestamps=False):
 
 @dataclass(frozen=True)
 class ReadOptions:
+    """The parsed options of a read (see :func:`parse_options` for the option
+    names).
+
+    Attributes:
+        starting (OffsetSpec): Where each partition's read starts.
+        ending (OffsetSpec): Where it ends.
+        starting_by_timestamp_strategy (str): ``"error"`` or ``"latest"``.
+        include_headers (bool): Add the ``headers`` column.
+        isolation (str): ``"read_uncommitted"`` or ``"read_committed"``.
+        fail_on_data_loss (bool): Raise when requested offsets are gone.
+        min_partitions (int | None): At least this many splits.
+        max_records_per_partition (int | None): Cut splits at about this many
+            records.
+        max_bytes_per_partition (int): Cut segments larger than this.
+        max_batch_bytes (int): Log bytes decoded into one Arrow batch.
+        verify_crc (bool): Check CRCs.
+        on_corrupt_data (str): ``"fail"`` or ``"skip"``.
+        corrupt_data_report (str | None): Directory for the skip reports.
+        topics (tuple | None): Only these topics (``subscribe``).
+        topic_pattern (str | None): Only topics matching this regular
+            expression (``subscribePattern``).
+        assign (frozenset | None): Only these ``(topic, partition)`` pairs.
+    """
+
     starting: OffsetSpec = OffsetSpec(EARLIEST)
     ending: OffsetSpec = OffsetSpec(LATEST)
     starting_by_timestamp_strategy: str = "error"
@@ -97,6 +121,7 @@ class ReadOptions:
     assign: frozenset = None        # assign: {(topic, partition)}
 
     def wants(self, topic, partition):
+        """Whether the topic filters let this partition be read."""
         if self.topics is not None and topic not in self.topics:
             return False
         if self.topic_pattern is not None and not re.fullmatch(self.topic_pattern, topic):
@@ -114,7 +139,41 @@ KNOWN = {
 
 
 def parse_options(options):
-    """ReadOptions from Spark's string options (names in any case)."""
+    """The options of the ``kafka-log`` source (and of ``spark-convert``),
+    from Spark's string options.
+
+    Names are matched in any case and follow Spark's Kafka source where they
+    mean the same thing:
+
+    - ``startingOffsets`` / ``endingOffsets``: ``earliest`` / ``latest``, an
+      offset for every partition, or JSON per topic and partition
+      (``{"orders": {"0": 23, "1": -2}}``, -2 earliest, -1 latest; partitions
+      left out read from earliest / to latest).
+    - ``startingTimestamp`` / ``endingTimestamp`` (ms, every partition) and
+      ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` (JSON per
+      partition); ``startingOffsetsByTimestampStrategy``: ``error`` (default)
+      or ``latest``.
+    - ``includeHeaders`` (default false), ``kafka.isolation.level`` or
+      ``isolation.level``, ``failOnDataLoss`` (default true),
+      ``minPartitions``, ``maxRecordsPerPartition``, ``subscribe``,
+      ``subscribePattern``, ``assign`` (JSON ``{"topic": [0, 1]}``).
+    - kcodec's own: ``verifyCrc`` (default true), ``onCorruptData``
+      (``fail``, the default, or ``skip``), ``corruptDataReport`` (a
+      directory for the skip reports), ``maxBytesPerPartition`` (128 MiB),
+      ``maxBatchBytes`` (8 MiB of log per Arrow batch).
+
+    Other ``kafka.*`` options are accepted and ignored.
+
+    Args:
+        options: A mapping of option names to values (strings, as Spark
+            passes them).
+
+    Returns:
+        ReadOptions: The parsed options.
+
+    Raises:
+        ValueError: For an unknown option or a value it does not take.
+    """
     opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
     unknown = sorted(k for k in opts if k not in KNOWN and not k.startswith("kafka."))
     if unknown:

@@ -20,8 +20,27 @@ class DataLossError(ValueError):
 
 @dataclass
 class Split(InputPartition):
-    """Batches starting in bytes [start, end) of one segment file, decoded in
-    pieces cut at `chunks`; rows outside [start_offset, end_offset) dropped."""
+    """One task's share of a read: the batches starting in bytes
+    ``[start, end)`` of one segment file, decoded in pieces cut at
+    ``chunks``; rows outside ``[start_offset, end_offset)`` are dropped.
+
+    Attributes:
+        id (int): The split's number in its read.
+        topic (str): The topic.
+        partition (int): The partition.
+        filesystem: A ``pyarrow.fs`` filesystem, or None for the local disk
+            (memory-mapped).
+        path (str): The segment file.
+        start (int): First byte.
+        end (int): Byte to stop before.
+        at_file_end (bool): Whether a partial batch at ``end`` is the log's
+            tail (the end of its active segment), not corruption.
+        chunks (tuple): Byte positions where decoding is cut into pieces.
+        start_offset (int): First offset read (inclusive).
+        end_offset (int): Offset to stop before.
+        aborted (tuple | None): The ``AbortedTxn`` of the segment's range for
+            ``read_committed``; None for ``read_uncommitted``.
+    """
     id: int
     topic: str
     partition: int
@@ -38,6 +57,7 @@ class Split(InputPartition):
 
     @property
     def size(self):
+        """The split's bytes."""
         return self.end - self.start
 
     @property
@@ -200,7 +220,25 @@ class _Piece:
 
 
 def plan(paths, options):
-    """(splits, [PartitionPlan]) for reading `paths` with ReadOptions."""
+    """Plan a read: one split per segment, large segments cut at the byte
+    positions their ``.index`` names (where batches start), so every batch is
+    read by exactly one task.
+
+    Args:
+        paths: Partition directories, globs of them, or ``log.dirs`` roots,
+            as paths or URIs of any filesystem pyarrow reaches.
+        options: The :class:`ReadOptions` of the read.
+
+    Returns:
+        tuple: The list of :class:`Split` objects, and a ``PartitionPlan``
+        (topic, partition, directory, offset bounds, log start and end) per
+        partition read.
+
+    Raises:
+        DataLossError: When requested offsets are gone and
+            ``failOnDataLoss`` is true.
+        ValueError: For offsets or timestamps that cannot be resolved.
+    """
     pieces, partitions = [], []
     for fs, directory in partition_dirs(paths):
         topic, partition = parse_partition_dir(directory)

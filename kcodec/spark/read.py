@@ -17,7 +17,15 @@ log = logging.getLogger("kcodec.spark")
 
 @dataclass
 class SplitReport:
-    """What reading a split met: rows produced and byte ranges skipped."""
+    """What reading a split met.
+
+    Attributes:
+        split (str): The split's name.
+        rows (int): Rows produced.
+        log_bytes (int): Log bytes read.
+        skipped (list): ``(file, start, end, message)`` of each byte range
+            skipped (``onCorruptData=skip``).
+    """
     split: str
     rows: int = 0
     log_bytes: int = 0
@@ -25,6 +33,7 @@ class SplitReport:
 
     @property
     def skipped_bytes(self):
+        """How many bytes were skipped in all."""
         return sum(end - start for _, start, end, _ in self.skipped)
 
 
@@ -66,11 +75,23 @@ class _Source:
 
 
 def read_split(split, options, report=None):
-    """pyarrow.Tables (kcodec.decode's schema, topic and partition included)
-    of the records of `split` that a consumer with options.isolation reads
-    between the split's offset bounds. Corrupt data raises a
-    KafkaFormatError naming the file and byte, or with options.on_corrupt_data
-    == "skip" is skipped and noted in `report`."""
+    """Decode one split, as a Spark task of the ``kafka-log`` source does.
+
+    Args:
+        split: A :class:`Split` from :func:`plan`.
+        options: The :class:`ReadOptions` of the read.
+        report: A :class:`SplitReport` to fill in (None: a new one).
+
+    Yields:
+        pyarrow.Table: :func:`kcodec.decode`'s columns, ``topic`` and
+        ``partition`` included, of the records that a consumer with
+        ``options.isolation`` reads between the split's offset bounds.
+
+    Raises:
+        KafkaFormatError: For corrupt data, naming the file and byte, unless
+            ``options.on_corrupt_data`` is ``"skip"``: then it is skipped,
+            logged and noted in ``report`` (and in ``corruptDataReport``).
+    """
     report = report if report is not None else SplitReport(split.name)
     bounds = [split.start, *split.chunks, split.end]
     source = _Source(split)
@@ -145,8 +166,15 @@ def _report_skips(report, options):
 
 
 def read_skip_reports(directory):
-    """[(file, start, end, message)] of every range skipped by reads that
-    wrote their reports to `directory` (option corruptDataReport)."""
+    """The byte ranges skipped by reads with ``onCorruptData=skip``.
+
+    Args:
+        directory: The ``corruptDataReport`` directory the reads wrote to.
+
+    Returns:
+        list[tuple]: ``(file, start, end, message)`` of every range skipped
+        (empty when the directory does not exist).
+    """
     found = []
     if not os.path.isdir(directory):
         return found

@@ -16,8 +16,16 @@ RECORD_FIELDS = ("key", "value", "offset", "timestamp", "timestampType", "header
 
 
 def kafka_schema(include_headers=False):
-    """The schema of spark.read.format("kafka"): every column nullable, headers
-    last and only when includeHeaders is true."""
+    """The schema of ``spark.read.format("kafka")``.
+
+    Args:
+        include_headers: Add the ``headers`` column (last), as
+            ``includeHeaders=true`` does.
+
+    Returns:
+        pyspark.sql.types.StructType: ``key, value, topic, partition, offset,
+        timestamp, timestampType[, headers]``, every column nullable.
+    """
     fields = [
         StructField("key", BinaryType()), StructField("value", BinaryType()),
         StructField("topic", StringType()), StructField("partition", IntegerType()),
@@ -30,7 +38,15 @@ def kafka_schema(include_headers=False):
 
 
 def record_schema(include_headers=True):
-    """The per-record columns a record set alone carries (no topic or partition)."""
+    """The per-record columns a record set alone carries (no topic or
+    partition).
+
+    Args:
+        include_headers: Add the ``headers`` column.
+
+    Returns:
+        pyspark.sql.types.StructType: The schema.
+    """
     return StructType([f for f in kafka_schema(include_headers).fields
                        if f.name not in ("topic", "partition")])
 
@@ -44,14 +60,33 @@ def _arrow_schema_cached(spark_json):
 
 
 def arrow_schema(spark_schema):
-    """The Arrow schema Spark expects of batches with `spark_schema`."""
+    """The Arrow schema Spark expects of batches of a Spark schema.
+
+    Args:
+        spark_schema: A ``StructType``.
+
+    Returns:
+        pyarrow.Schema: Timestamps in µs (UTC), list children named
+        ``element``.
+    """
     return _arrow_schema_cached(spark_schema.json())
 
 
 def to_spark_arrow(table, target):
-    """A table from kcodec.decode (timestamps in ms, headers' list child named
-    "item") as `target`: timestamps in µs, list child "element", column order
-    and nullability as Spark expects. Columns of `table` not in `target` are dropped."""
+    """A table from :func:`kcodec.decode` cast to the Arrow types Spark
+    expects.
+
+    Args:
+        table: A ``pyarrow.Table`` from ``kcodec.decode`` (timestamps in ms,
+            headers' list child named ``item``).
+        target: The Arrow schema to produce (see :func:`arrow_schema`):
+            timestamps in µs, list child ``element``, Spark's column order and
+            nullability.
+
+    Returns:
+        pyarrow.Table: The table as ``target``; columns of ``table`` not in
+        ``target`` are dropped.
+    """
     columns = []
     for field in target:
         column = table.column(field.name)

@@ -9,16 +9,31 @@ from .schema import arrow_schema, kafka_schema, to_spark_arrow
 
 
 class KafkaLogDataSource(DataSource):
-    """spark.read.format("kafka-log").option(...).load(paths)"""
+    """The ``"kafka-log"`` Python Data Source:
+    ``spark.read.format("kafka-log").option(...).load(paths)``.
+
+    Reads Kafka partition directories as ``spark.read.format("kafka")``
+    would read the topic from a broker: the same columns and types. Options
+    are those of :func:`parse_options`. Register it with
+    :func:`kcodec.spark.register`.
+    """
 
     @classmethod
     def name(cls):
+        """The format name, ``"kafka-log"``."""
         return "kafka-log"
 
     def schema(self):
+        """Spark's Kafka source schema (:func:`kafka_schema`), with headers
+        when ``includeHeaders`` is true."""
         return kafka_schema(parse_options(self.options).include_headers)
 
     def reader(self, schema):
+        """The reader Spark plans and runs the read with.
+
+        Args:
+            schema: The schema Spark resolved.
+        """
         return KafkaLogReader(load_paths(self.options), parse_options(self.options), schema)
 
 
