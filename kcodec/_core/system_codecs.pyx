@@ -467,6 +467,68 @@ cdef void release_inflater(Inflater* f) noexcept nogil:
     release_output(f)
 
 
+# lz4's frame header ends in a checksum byte: the second byte of XXH32 of the
+# descriptor (Kafka 0.8-0.9 hashed the magic number too, in magic 0). Computed
+# here rather than through a hashing package for these few bytes; the tests
+# check it against the xxhash package and against lz4's own frames.
+
+cdef uint32_t XXH_PRIME1 = 0x9E3779B1
+cdef uint32_t XXH_PRIME2 = 0x85EBCA77
+cdef uint32_t XXH_PRIME3 = 0xC2B2AE3D
+cdef uint32_t XXH_PRIME4 = 0x27D4EB2F
+cdef uint32_t XXH_PRIME5 = 0x165667B1
+
+
+cdef inline uint32_t rotl32(uint32_t x, int r) noexcept nogil:
+    return (x << r) | (x >> (32 - r))
+
+
+cdef inline uint32_t xxh32_round(uint32_t acc, const uint8_t* p) noexcept nogil:
+    acc += load_u32_le(p) * XXH_PRIME2
+    return rotl32(acc, 13) * XXH_PRIME1
+
+
+cdef uint32_t xxh32_of(const uint8_t* p, size_t n, uint32_t seed) noexcept nogil:
+    """XXH32 of p[:n]: four lanes over 16-byte stripes, then the tail by
+    4-byte words and by bytes, then the avalanche."""
+    cdef const uint8_t* end = p + n
+    cdef uint32_t v1, v2, v3, v4, h
+    if n >= 16:
+        v1 = seed + XXH_PRIME1 + XXH_PRIME2
+        v2 = seed + XXH_PRIME2
+        v3 = seed
+        v4 = seed - XXH_PRIME1
+        while end - p >= 16:
+            v1 = xxh32_round(v1, p)
+            v2 = xxh32_round(v2, p + 4)
+            v3 = xxh32_round(v3, p + 8)
+            v4 = xxh32_round(v4, p + 12)
+            p += 16
+        h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18)
+    else:
+        h = seed + XXH_PRIME5
+    h += <uint32_t>n
+    while end - p >= 4:
+        h = rotl32(h + load_u32_le(p) * XXH_PRIME3, 17) * XXH_PRIME4
+        p += 4
+    while p < end:
+        h = rotl32(h + p[0] * XXH_PRIME5, 11) * XXH_PRIME1
+        p += 1
+    h ^= h >> 15
+    h *= XXH_PRIME2
+    h ^= h >> 13
+    h *= XXH_PRIME3
+    h ^= h >> 16
+    return h
+
+
+def xxh32(data, uint32_t seed=0):
+    """XXH32 of a buffer (lz4's frame header checksum is its second byte)."""
+    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    cdef size_t n = view.shape[0]
+    return xxh32_of(&view[0] if n else NULL, n, seed)
+
+
 # snappy. cramjam has no C interface, so its blocks are decompressed with the
 # GIL, but straight into f.out: no Python function or bytes object per batch,
 # and the decode loop goes on from there without the GIL (Collector.add_v2).
