@@ -8,6 +8,7 @@ import os
 import time
 
 from . import bench, read_batches, read_records
+from ._extras import MissingExtraError, install_hint, require
 from .errors import KafkaFormatError
 from .protocol.frames import DEFAULT_MAX_FRAME_BYTES
 
@@ -97,10 +98,9 @@ def cmd_convert(args, out):
     rows = 0
     progress = None
     if interactive:
-        from tqdm import tqdm
         total = sum(log.end_offset - max(log.start_offset, args.start_offset or 0)
                     for log in logs)
-        progress = tqdm(total=max(total, 0), unit="offsets", unit_scale=True, file=sys.stderr)
+        progress = _progress_bar(max(total, 0), "convert")
     writer = None
     tmp = args.to + ".tmp"
     try:
@@ -136,6 +136,18 @@ def cmd_convert(args, out):
     return 0
 
 
+def _progress_bar(total, command):
+    """A tqdm progress bar on stderr, or None without tqdm (the progress
+    extra), after a note saying how to get one."""
+    try:
+        tqdm = require("tqdm", "a progress bar").tqdm
+    except MissingExtraError:
+        print(f"kcodec: {command}: no progress bar without tqdm: {install_hint('tqdm')} "
+              "(--no-progress: no bar and no note)", file=sys.stderr)
+        return None
+    return tqdm(total=total, unit="offsets", unit_scale=True, file=sys.stderr)
+
+
 def _spark_read_options(args):
     """kafka-log's options from spark-convert's flags (--option NAME=VALUE for any other)."""
     options = {"includeHeaders": str(not args.no_headers).lower(),
@@ -157,7 +169,14 @@ def _spark_read_options(args):
     return options
 
 
+def _require_spark():
+    """pyspark, and pandas (PySpark's mapInArrow imports it): the spark extra."""
+    for module in ("pyspark", "pandas"):
+        require(module, "this command")
+
+
 def cmd_spark_convert(args, out):
+    _require_spark()
     from .spark.convert import convert, kcodec_error_in, local_session
     from .spark.options import parse_options
     options = parse_options(_spark_read_options(args))
@@ -182,6 +201,7 @@ def cmd_spark_convert(args, out):
 
 
 def cmd_demo(args, out):
+    _require_spark()
     from .spark.demo import run_demo
     return run_demo(args.dir, master=args.master, out=out)
 
@@ -403,6 +423,9 @@ def main(argv=None):
         status = args.func(args, sys.stdout)
     except KafkaFormatError as exc:
         print(f"kcodec: {getattr(args, 'file', args.command)}: {exc}", file=sys.stderr)
+        return 1
+    except MissingExtraError as exc:
+        print(f"kcodec: {args.command}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
