@@ -177,13 +177,14 @@ def _require_spark():
 
 def cmd_spark_convert(args, out):
     _require_spark()
-    from .spark.convert import convert, kcodec_error_in, local_session
+    from .spark.convert import convert, kcodec_error_in
     from .spark.options import parse_options
+    from .spark.session import local_session
     options = parse_options(_spark_read_options(args))
     from pyspark.sql import SparkSession
     conf = dict(item.partition("=")[::2] for item in args.conf)
     ours = SparkSession.getActiveSession() is None
-    spark = local_session(args.master, **conf)
+    spark = local_session(args.master, verbose=args.verbose, **conf)
     try:
         result = convert(spark, args.dirs, args.out, options, compression=args.compression,
                          mode=args.mode)
@@ -203,7 +204,7 @@ def cmd_spark_convert(args, out):
 def cmd_demo(args, out):
     _require_spark()
     from .spark.demo import run_demo
-    return run_demo(args.dir, master=args.master, out=out)
+    return run_demo(args.dir, master=args.master, out=out, verbose=args.verbose)
 
 
 def cmd_capture(args, out):
@@ -406,6 +407,7 @@ def _add_spark_commands(sub):
     p.add_argument("--compression", default="snappy", help="Parquet codec (default snappy)")
     p.add_argument("--mode", choices=("error", "overwrite"), default="error",
                    help="when OUT is not empty: fail (default) or replace it")
+    _add_verbose(p)
     p.set_defaults(func=cmd_spark_convert)
 
     text = ("the main job on an embedded default: write a multi-segment demo log (several "
@@ -414,7 +416,13 @@ def _add_spark_commands(sub):
     p = sub.add_parser("demo", help=text, description=text)
     p.add_argument("--dir", default="kcodec-demo", help="where to write the log and the output")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    _add_verbose(p)
     p.set_defaults(func=cmd_demo)
+
+
+def _add_verbose(parser):
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's log and the JVM's warnings (default: errors only)")
 
 
 def main(argv=None):
