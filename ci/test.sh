@@ -6,8 +6,14 @@
 # extras) in a fresh virtual environment, and run the tests and the
 # benchmarks (once each, as tests) from outside the source tree; then the
 # core's input-facing tests again against a build under AddressSanitizer
-# (ci/asan.sh). Arguments go to the tests' pytest. Tools' full output is in
-# $KCODEC_CI_DIR/logs.
+# (ci/asan.sh); then the docs (ci/docs.sh, where there is one). The last two
+# lines sum up every phase:
+#
+#   ci/test.sh: tests 2026 passed, 0 failed, 12 skipped (512 s); asan ...
+#   total: 2908 passed, 0 failed, 12 skipped
+#
+# The exit status is non-zero when any phase failed. Arguments go to the
+# test phase's pytest. Tools' full output is in $KCODEC_CI_DIR/logs.
 # KCODEC_WERROR=1: compiler warnings fail the build (setup.py).
 # Downloads go through pip's and Maven's caches, so later runs are quick.
 set -euo pipefail
@@ -18,6 +24,9 @@ logs=$work/logs
 # shellcheck source=ci/steps.sh
 source "$repo/ci/steps.sh"
 started=$SECONDS
+summed_up=
+trap 'status=$?; if [[ $status -ne 0 && -z $summed_up ]]; then
+    echo "ci/test.sh: failed at \"${step_name:-?}\" (exit $status); full output in $logs" >&2; fi' EXIT
 
 rm -rf "$work/dist" "$work/venv" "$logs"
 mkdir -p "$work" "$logs"
@@ -70,14 +79,76 @@ quietly "$logs/pip-upgrade.log" "$work/venv/bin/python" -m pip install --upgrade
 showing "$PIP_PROGRESS" "$logs/install.log" "$work/venv/bin/python" -m pip install "$wheel[test]"
 step_done
 
-echo "== running the tests from outside the source tree (about 10 minutes)"
+# ------------------------------------------------------------------ phases
+# Each phase's output is shown and kept in $logs/PHASE.log; a phase that
+# fails does not stop the ones after it. Counts come from pytest's closing
+# line; a phase that failed without one counts as one failure.
+phases=()
+failed_phases=0
+total_passed=0
+total_failed=0
+total_skipped=0
+
+count() {   # count WORD LINE: the number before WORD in pytest's closing line
+    { grep -oE "[0-9]+ $1" <<<"$2" || true; } | awk '{n += $1} END {print n + 0}'
+}
+
+phase() {   # phase NAME COMMAND...: run a phase, and add it to the summary
+    local name=$1 log=$logs/$1.log status passed failed skipped line detail
+    shift
+    local phase_started=$SECONDS
+    set +e
+    "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    set -e
+    line=$(grep -E '[0-9]+ (passed|failed|errors?|skipped).* in [0-9.]+s' "$log" | tail -n 1 || true)
+    passed=$(count passed "$line")
+    failed=$(( $(count failed "$line") + $(count 'errors?' "$line") ))
+    skipped=$(count skipped "$line")
+    if [[ $status -ne 0 && $failed -eq 0 ]]; then
+        failed=1
+    fi
+    if [[ -n $line ]]; then
+        detail="$passed passed, $failed failed, $skipped skipped"
+    elif [[ $status -eq 0 ]]; then
+        detail="passed"
+    else
+        detail="FAILED (exit $status)"
+    fi
+    [[ $status -eq 0 ]] || failed_phases=$(( failed_phases + 1 ))
+    total_passed=$(( total_passed + passed ))
+    total_failed=$(( total_failed + failed ))
+    total_skipped=$(( total_skipped + skipped ))
+    phases+=("$name $detail ($(( SECONDS - phase_started )) s)")
+}
+
+echo "== tests: the test suite and the benchmarks (once each) against the installed wheel, from outside the source tree (about 10 minutes)"
 cd "$(mktemp -d)"
 export KCODEC_REQUIRE_INSTALLED=1 KCODEC_REQUIRE_MANYLINUX=1
 # Everything the tests need was installed above: a missing peer, tool or jar
 # fails its tests here rather than skipping them (tests/needs.py).
 export CI=${CI:-true}
-"$work/venv/bin/python" -m pytest -p no:cacheprovider "$repo/tests" "$repo/benchmarks" \
-    --benchmark-disable "$@"
+color=()
+[[ -t 1 ]] && color=(--color=yes)
+phase tests "$work/venv/bin/python" -m pytest -p no:cacheprovider "${color[@]}" \
+    "$repo/tests" "$repo/benchmarks" --benchmark-disable "$@"
 
-echo "== the compiled core under AddressSanitizer (builds it again, then its input-facing tests: about 4 minutes)"
-bash "$repo/ci/asan.sh" "$work/build-env/bin/python" "$work/venv/bin/python"
+echo "== asan: the compiled core under AddressSanitizer (builds it again, then its input-facing tests: about 4 minutes)"
+phase asan bash "$repo/ci/asan.sh" "$work/build-env/bin/python" "$work/venv/bin/python"
+
+if [ -f "$repo/ci/docs.sh" ]; then
+    echo "== docs: building the documentation, warnings as errors"
+    phase docs bash "$repo/ci/docs.sh" "$work/venv/bin/python"
+fi
+
+summary=$(IFS=';'; echo "${phases[*]}" | sed 's/;/; /g')
+if [[ $failed_phases -eq 0 ]]; then
+    verdict="all phases passed"
+else
+    verdict="$failed_phases phase(s) FAILED"
+fi
+summed_up=1
+echo
+echo "ci/test.sh: $summary; $verdict in $(( SECONDS - started )) s"
+echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"
+[[ $failed_phases -eq 0 ]]
