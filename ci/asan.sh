@@ -27,7 +27,7 @@ fi
 copy=$(mktemp -d)
 run_dir=$(mktemp -d)
 trap 'rm -rf "$copy" "$run_dir"' EXIT
-cp -r "$repo/setup.py" "$repo/pyproject.toml" "$repo/kcodec" "$copy/"
+cp -r "$repo/setup.py" "$repo/pyproject.toml" "$repo/README.md" "$repo/kcodec" "$copy/"
 find "$copy/kcodec" \( -name '*.so' -o -name '*.c' -o -name __pycache__ \) -prune -exec rm -rf {} +
 (cd "$copy" && CC=$cc KCODEC_DEBUG=1 CFLAGS="-fsanitize=address -fno-omit-frame-pointer" \
     LDFLAGS="-fsanitize=address" "$build_python" setup.py -q build_ext --inplace >/dev/null)
