@@ -1,5 +1,14 @@
 """The compiled core: one extension per kcodec/_core/*.pyx (project metadata is
-in pyproject.toml)."""
+in pyproject.toml).
+
+Environment:
+  KCODEC_WERROR=1  compiler warnings are errors (CI builds with it once the
+                   build is warning-free: a new warning then fails the run)
+  KCODEC_DEBUG=1   keep debug info (ci/asan.sh: the sanitizer's reports name
+                   source lines); release builds carry none (-g0 after the
+                   interpreter's own -g)
+"""
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -45,12 +54,23 @@ class BuildExt(build_ext):
                 return False
 
 
+def compile_args():
+    """-O3, and the flags the environment asks for (see above). They come
+    after the interpreter's CFLAGS, so -g0 undoes its -g."""
+    args = ["-O3"]
+    if os.environ.get("KCODEC_DEBUG") != "1":
+        args.append("-g0")
+    if os.environ.get("KCODEC_WERROR") == "1":
+        args.append("-Werror")
+    return args
+
+
 extensions = [
     Extension(
         f"kcodec._core.{pyx.stem}",
         [str(pyx)],
         include_dirs=[str(CORE)],
-        extra_compile_args=["-O3"],
+        extra_compile_args=compile_args(),
     )
     for pyx in sorted(CORE.glob("*.pyx"))
 ]

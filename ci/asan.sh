@@ -7,6 +7,7 @@
 # buffer's) or after a free stops the run. pyarrow allocates through malloc
 # too (its system pool), and kcodec keeps no freed column memory for reuse
 # (KCODEC_TEST_NO_MEMORY_POOL), so that a use after free touches freed memory.
+# The build keeps debug info (KCODEC_DEBUG=1), so reports name source lines.
 # Left out: the footprint tests (the sanitizer's allocator changes what they
 # measure) and the memory_pool tests (they need the pool).
 #
@@ -26,9 +27,9 @@ fi
 copy=$(mktemp -d)
 run_dir=$(mktemp -d)
 trap 'rm -rf "$copy" "$run_dir"' EXIT
-cp -r "$repo/setup.py" "$repo/pyproject.toml" "$repo/kcodec" "$copy/"
+cp -r "$repo/setup.py" "$repo/pyproject.toml" "$repo/README.md" "$repo/kcodec" "$copy/"
 find "$copy/kcodec" \( -name '*.so' -o -name '*.c' -o -name __pycache__ \) -prune -exec rm -rf {} +
-(cd "$copy" && CC=$cc CFLAGS="-fsanitize=address -fno-omit-frame-pointer" \
+(cd "$copy" && CC=$cc KCODEC_DEBUG=1 CFLAGS="-fsanitize=address -fno-omit-frame-pointer" \
     LDFLAGS="-fsanitize=address" "$build_python" setup.py -q build_ext --inplace >/dev/null)
 
 export LD_PRELOAD=$libasan PYTHONMALLOC=malloc PYTHONPATH=$copy

@@ -8,6 +8,7 @@ import os
 import time
 
 from . import read_batches, read_records
+from ._extras import MissingExtraError, install_hint, require
 from .errors import KafkaFormatError
 from .protocol.frames import DEFAULT_MAX_FRAME_BYTES
 
@@ -97,10 +98,9 @@ def cmd_convert(args, out):
     rows = 0
     progress = None
     if interactive:
-        from tqdm import tqdm
         total = sum(log.end_offset - max(log.start_offset, args.start_offset or 0)
                     for log in logs)
-        progress = tqdm(total=max(total, 0), unit="offsets", unit_scale=True, file=sys.stderr)
+        progress = _progress_bar(max(total, 0), "convert")
     writer = None
     tmp = args.to + ".tmp"
     try:
@@ -136,6 +136,18 @@ def cmd_convert(args, out):
     return 0
 
 
+def _progress_bar(total, command):
+    """A tqdm progress bar on stderr, or None without tqdm (the progress
+    extra), after a note saying how to get one."""
+    try:
+        tqdm = require("tqdm", "a progress bar").tqdm
+    except MissingExtraError:
+        print(f"kcodec: {command}: no progress bar without tqdm: {install_hint('tqdm')} "
+              "(--no-progress: no bar and no note)", file=sys.stderr)
+        return None
+    return tqdm(total=total, unit="offsets", unit_scale=True, file=sys.stderr)
+
+
 def _spark_read_options(args):
     """kafka-log's options from spark-convert's flags (--option NAME=VALUE for any other)."""
     options = {"includeHeaders": str(not args.no_headers).lower(),
@@ -157,14 +169,22 @@ def _spark_read_options(args):
     return options
 
 
+def _require_spark():
+    """pyspark, and pandas (PySpark's mapInArrow imports it): the spark extra."""
+    for module in ("pyspark", "pandas"):
+        require(module, "this command")
+
+
 def cmd_spark_convert(args, out):
-    from .spark.convert import convert, kcodec_error_in, local_session
+    _require_spark()
+    from .spark.convert import convert, kcodec_error_in
     from .spark.options import parse_options
+    from .spark.session import local_session
     options = parse_options(_spark_read_options(args))
     from pyspark.sql import SparkSession
     conf = dict(item.partition("=")[::2] for item in args.conf)
     ours = SparkSession.getActiveSession() is None
-    spark = local_session(args.master, **conf)
+    spark = local_session(args.master, verbose=args.verbose, **conf)
     try:
         result = convert(spark, args.dirs, args.out, options, compression=args.compression,
                          mode=args.mode)
@@ -182,8 +202,9 @@ def cmd_spark_convert(args, out):
 
 
 def cmd_demo(args, out):
+    _require_spark()
     from .spark.demo import run_demo
-    return run_demo(args.dir, master=args.master, out=out)
+    return run_demo(args.dir, master=args.master, out=out, verbose=args.verbose)
 
 
 def cmd_capture(args, out):
@@ -392,6 +413,7 @@ def _add_spark_commands(sub):
     p.add_argument("--compression", default="snappy", help="Parquet codec (default snappy)")
     p.add_argument("--mode", choices=("error", "overwrite"), default="error",
                    help="when OUT is not empty: fail (default) or replace it")
+    _add_verbose(p)
     p.set_defaults(func=cmd_spark_convert)
 
     text = ("the main job on an embedded default: write a multi-segment demo log (several "
@@ -400,7 +422,13 @@ def _add_spark_commands(sub):
     p = sub.add_parser("demo", help=text, description=text)
     p.add_argument("--dir", default="kcodec-demo", help="where to write the log and the output")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    _add_verbose(p)
     p.set_defaults(func=cmd_demo)
+
+
+def _add_verbose(parser):
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's log and the JVM's warnings (default: errors only)")
 
 
 def main(argv=None):
@@ -410,6 +438,9 @@ def main(argv=None):
         status = args.func(args, sys.stdout)
     except KafkaFormatError as exc:
         print(f"kcodec: {getattr(args, 'file', args.command)}: {exc}", file=sys.stderr)
+        return 1
+    except MissingExtraError as exc:
+        print(f"kcodec: {args.command}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

@@ -17,12 +17,11 @@ try:                                   # ISA-L inflates gzip about twice as fast
     from isal import isal_zlib as _inflate
 except ImportError:                    # pragma: no cover - a platform without its wheels
     _inflate = zlib
-import xxhash
 import zstandard
 
 from ._core import records as _core_records
 from ._core.records import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_BYTES  # noqa: F401 (re-exported)
-from ._core.system_codecs import XERIAL_MAGIC, snappy_block_length, snappy_blocks
+from ._core.system_codecs import XERIAL_MAGIC, snappy_block_length, snappy_blocks, xxh32
 from .errors import DecompressionError, DecompressionLimitError, UnsupportedFormatError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
@@ -192,7 +191,7 @@ def _lz4_content_size(view):
 
 def _lz4_header_checksum(view, length, magic0_quirk):
     start = 0 if magic0_quirk else 4
-    return (xxhash.xxh32_intdigest(bytes(view[start:length - 1])) >> 8) & 0xFF
+    return (xxh32(view[start:length - 1]) >> 8) & 0xFF
 
 
 def _unlz4(data, limit, magic):

@@ -313,3 +313,22 @@ def test_a_gzip_member_failing_its_checks_fails_alike(at, bit, views):
     section[at] ^= bit
     got = assert_paths_agree(codec, with_v2_section(data, bytes(section)), views=views)
     assert isinstance(got, tuple) and issubclass(got[0], KafkaFormatError), got
+
+
+@pytest.mark.parametrize("seed", [0, 1, 0x9E3779B1, 0xFFFFFFFF])
+def test_xxh32_is_the_xxhash_packages(seed):
+    # Every tail length after 0-4 stripes of 16 bytes, and a long input.
+    import xxhash
+    data = bytes((i * 167 + 13) & 0xFF for i in range(5000))
+    for n in list(range(80)) + [1000, 4999]:
+        assert system_codecs.xxh32(data[:n], seed) == xxhash.xxh32_intdigest(data[:n], seed), n
+    assert system_codecs.xxh32(memoryview(bytearray(data))[7:30], seed) == \
+        xxhash.xxh32_intdigest(data[7:30], seed)
+
+
+@pytest.mark.parametrize("store_size", [False, True])
+def test_the_lz4_header_checksum_is_the_one_lz4_writes(store_size):
+    # A frame's header: magic, FLG, BD, the content size if stored, HC.
+    frame = lz4.frame.compress(b"abc" * 100, store_size=store_size, content_checksum=True)
+    length = 7 + (8 if store_size else 0)
+    assert frame[length - 1] == (system_codecs.xxh32(frame[4:length - 1]) >> 8) & 0xFF

@@ -578,7 +578,8 @@ cdef void write_v2_header(uint8_t* p, Py_ssize_t records_len, int32_t count, int
     store_u16(p + V2_PRODUCER_EPOCH_AT, <uint16_t>producer_epoch)
     store_u32(p + V2_BASE_SEQUENCE_AT, <uint32_t>base_sequence)
     store_u32(p + V2_RECORDS_COUNT_AT, <uint32_t>count)
-    store_u32(p + V2_CRC_AT, crc32c_raw(p + V2_ATTRIBUTES_AT, V2_HEADER - V2_ATTRIBUTES_AT + records_len))
+    store_u32(p + V2_CRC_AT,
+              crc32c_raw(p + V2_ATTRIBUTES_AT, V2_HEADER - V2_ATTRIBUTES_AT + records_len))
 
 
 cdef struct Run:                 # rows [start, stop), written with one set of batch attributes

@@ -149,7 +149,8 @@ cdef class Collector:
         cdef Py_ssize_t size = b.consumed - position
         try:
             data = Source(decompress_in_python(
-                b.codec, src.slice(position + V2_HEADER, size - V2_HEADER), reader.max_decompressed, 2))
+                b.codec, src.slice(position + V2_HEADER, size - V2_HEADER), reader.max_decompressed,
+                2))
         except KafkaFormatError:
             return 1
         if not count_fits(<int32_t>b.count, data.length):
@@ -231,7 +232,7 @@ cdef class Collector:
         cdef int codec = legacy_codec_at(src, at), st
         # Declined before its CRC is computed: `reader` computes it again.
         if (self.views or codec <= 0 or not inflates(codec)
-                or (codec == LZ4 and src.base[at + MAGIC_AT] == 0)):
+                or (codec == CODEC_LZ4 and src.base[at + MAGIC_AT] == 0)):
             return False                 # magic 0 lz4: its header checksum needs mending
         with nogil:
             ok = legacy_entry_ok(src.base, src.length, at, reader.max_entry, verify_crc, True,
@@ -279,7 +280,8 @@ cdef class Collector:
             if self.views and plain_batch_at(src.base + pos[0], src.length - pos[0]):
                 # Views address at most 2 GiB of one buffer: a run that goes on
                 # past that continues in a new window (see view_buffer).
-                entry_end = pos[0] + LOG_OVERHEAD + max(0, load_i32(src.base + pos[0] + ENTRY_SIZE_AT))
+                entry_end = pos[0] + LOG_OVERHEAD + max(
+                    0, load_i32(src.base + pos[0] + ENTRY_SIZE_AT))
                 view_buffer(&b, src, pos[0] + LOG_OVERHEAD, min(entry_end, src.length), self)
                 window = b.window
                 buffer = b.buffer

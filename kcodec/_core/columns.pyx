@@ -44,9 +44,9 @@ from cpython.pythread cimport (
 
 from kcodec._core.status cimport *
 from kcodec._core.wire cimport (
-    ATTR_CONTROL, ATTR_TRANSACTIONAL, COPY_SLACK, ENTRY_SIZE_AT, HEADER_UP_TO_MAGIC, LOG_OVERHEAD,
-    MAGIC_AT, MESSAGE_ATTRIBUTES_AT, V2_ATTRIBUTES_AT, V2_HEADER, FaultInfo, codec_of, copy_over,
-    load_i32, load_i64, load_u16, read_blob, timestamp_type_of,
+    ATTR_CONTROL, ATTR_TRANSACTIONAL, CODEC_LZ4, COPY_SLACK, ENTRY_SIZE_AT, HEADER_UP_TO_MAGIC,
+    LOG_OVERHEAD, MAGIC_AT, MESSAGE_ATTRIBUTES_AT, V2_ATTRIBUTES_AT, V2_HEADER, FaultInfo,
+    codec_of, copy_over, load_i32, load_i64, load_u16, read_blob, timestamp_type_of,
 )
 from kcodec._core.records cimport (
     Batch, BatchReader, HeaderAt, LegacyMessage, Slot, Slots, Source, V2Base, V2Header, Wrapper,
@@ -56,7 +56,7 @@ from kcodec._core.records cimport (
     batch_in_bounds, decompress_in_python,
 )
 from kcodec._core.system_codecs cimport (
-    LZ4, Inflater, decompress_batch, decompress_in_core, decompress_with_gil, inflates,
+    Inflater, decompress_batch, decompress_in_core, decompress_with_gil, inflates,
     release_inflater, release_output, drop_output_tail)
 
 cdef extern from *:

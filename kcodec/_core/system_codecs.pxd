@@ -1,11 +1,7 @@
 from libc.stdint cimport uint8_t
 
 
-cdef enum:                     # codec ids, as in a batch's attributes
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
+from kcodec._core.wire cimport CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
 
 
 ctypedef uint8_t* (*take_fn)(size_t size, size_t* capacity) noexcept nogil

@@ -101,7 +101,7 @@ cdef isal_init_fn isal_init = NULL
 cdef isal_stateless_fn isal_stateless = NULL
 cdef isal_header_init_fn isal_header_init = NULL
 cdef isal_read_header_fn isal_read_header = NULL
-cdef bint enabled[ZSTD + 1]
+cdef bint enabled[CODEC_ZSTD + 1]
 cdef dict libraries = {             # codec name -> "libzstd 1.5.7 (zstandard._cffi)", if found
     "snappy": f"cramjam {cramjam.__version__} (holding the GIL)"}
 cdef dict modules = {}              # codec name -> the extension module its functions are in
@@ -175,10 +175,10 @@ cdef void load():
             modules["zstd"] = module
             break
     load_isal()
-    enabled[SNAPPY] = True
-    enabled[LZ4] = "lz4" in libraries
-    enabled[ZSTD] = "zstd" in libraries
-    enabled[GZIP] = "gzip" in libraries
+    enabled[CODEC_SNAPPY] = True
+    enabled[CODEC_LZ4] = "lz4" in libraries
+    enabled[CODEC_ZSTD] = "zstd" in libraries
+    enabled[CODEC_GZIP] = "gzip" in libraries
 
 
 cdef void load_isal():
@@ -246,7 +246,8 @@ def in_core(codec, enabled_now=None):
     decompresses it through the Python path (its functions not found, or
     turned off). With `enabled_now`, turns it on or off first; tests compare
     the two paths."""
-    cdef int codec_id = {"gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}[codec]
+    cdef int codec_id = {"gzip": CODEC_GZIP, "snappy": CODEC_SNAPPY, "lz4": CODEC_LZ4,
+                         "zstd": CODEC_ZSTD}[codec]
     if enabled_now is not None:
         enabled[codec_id] = bool(enabled_now) and codec in libraries
     return libraries[codec] if enabled[codec_id] else None
@@ -418,18 +419,18 @@ cdef Py_ssize_t decompress_in_core(Inflater* f, int codec, const uint8_t* src, s
     """Decompress a v2 batch's records into f.out + f.kept: their length, or -1 when
     they are not decompressed here (a codec without its library, input this
     path does not take whole, more than `limit` bytes, no memory)."""
-    if codec == GZIP and enabled[GZIP]:
+    if codec == CODEC_GZIP and enabled[CODEC_GZIP]:
         return gzip_members(f, src, n, limit)
-    if codec == LZ4 and enabled[LZ4]:
+    if codec == CODEC_LZ4 and enabled[CODEC_LZ4]:
         return lz4_frame(f, src, n, limit)
-    if codec == ZSTD and enabled[ZSTD]:
+    if codec == CODEC_ZSTD and enabled[CODEC_ZSTD]:
         return zstd_frames(f, src, n, limit)
     return -1
 
 
 cdef bint inflates(int codec) noexcept nogil:
     """Whether decompress_in_core or decompress_with_gil takes batches of `codec`."""
-    return codec in (GZIP, SNAPPY, LZ4, ZSTD) and enabled[codec]
+    return codec in (CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD) and enabled[codec]
 
 
 cdef void release_output(Inflater* f) noexcept nogil:
@@ -465,6 +466,68 @@ cdef void release_inflater(Inflater* f) noexcept nogil:
     free(f.gzip)
     f.gzip = NULL
     release_output(f)
+
+
+# lz4's frame header ends in a checksum byte: the second byte of XXH32 of the
+# descriptor (Kafka 0.8-0.9 hashed the magic number too, in magic 0). Computed
+# here rather than through a hashing package for these few bytes; the tests
+# check it against the xxhash package and against lz4's own frames.
+
+cdef uint32_t XXH_PRIME1 = 0x9E3779B1
+cdef uint32_t XXH_PRIME2 = 0x85EBCA77
+cdef uint32_t XXH_PRIME3 = 0xC2B2AE3D
+cdef uint32_t XXH_PRIME4 = 0x27D4EB2F
+cdef uint32_t XXH_PRIME5 = 0x165667B1
+
+
+cdef inline uint32_t rotl32(uint32_t x, int r) noexcept nogil:
+    return (x << r) | (x >> (32 - r))
+
+
+cdef inline uint32_t xxh32_round(uint32_t acc, const uint8_t* p) noexcept nogil:
+    acc += load_u32_le(p) * XXH_PRIME2
+    return rotl32(acc, 13) * XXH_PRIME1
+
+
+cdef uint32_t xxh32_of(const uint8_t* p, size_t n, uint32_t seed) noexcept nogil:
+    """XXH32 of p[:n]: four lanes over 16-byte stripes, then the tail by
+    4-byte words and by bytes, then the avalanche."""
+    cdef const uint8_t* end = p + n
+    cdef uint32_t v1, v2, v3, v4, h
+    if n >= 16:
+        v1 = seed + XXH_PRIME1 + XXH_PRIME2
+        v2 = seed + XXH_PRIME2
+        v3 = seed
+        v4 = seed - XXH_PRIME1
+        while end - p >= 16:
+            v1 = xxh32_round(v1, p)
+            v2 = xxh32_round(v2, p + 4)
+            v3 = xxh32_round(v3, p + 8)
+            v4 = xxh32_round(v4, p + 12)
+            p += 16
+        h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18)
+    else:
+        h = seed + XXH_PRIME5
+    h += <uint32_t>n
+    while end - p >= 4:
+        h = rotl32(h + load_u32_le(p) * XXH_PRIME3, 17) * XXH_PRIME4
+        p += 4
+    while p < end:
+        h = rotl32(h + p[0] * XXH_PRIME5, 11) * XXH_PRIME1
+        p += 1
+    h ^= h >> 15
+    h *= XXH_PRIME2
+    h ^= h >> 13
+    h *= XXH_PRIME3
+    h ^= h >> 16
+    return h
+
+
+def xxh32(data, uint32_t seed=0):
+    """XXH32 of a buffer (lz4's frame header checksum is its second byte)."""
+    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    cdef size_t n = view.shape[0]
+    return xxh32_of(&view[0] if n else NULL, n, seed)
 
 
 # snappy. cramjam has no C interface, so its blocks are decompressed with the
@@ -611,7 +674,7 @@ cdef Py_ssize_t snappy_into(Inflater* f, const uint8_t* src, size_t n, size_t li
 cdef Py_ssize_t decompress_with_gil(Inflater* f, int codec, const uint8_t* src, size_t n,
                                     size_t limit) except -2:
     """decompress_in_core, for the codecs whose library needs the GIL."""
-    if codec == SNAPPY and enabled[SNAPPY]:
+    if codec == CODEC_SNAPPY and enabled[CODEC_SNAPPY]:
         return snappy_into(f, src, n, limit)
     return -1
 
@@ -621,7 +684,7 @@ cdef Py_ssize_t decompress_batch(Inflater* f, int codec, const uint8_t* src, siz
     """decompress_in_core, without the GIL, or decompress_with_gil: whichever
     takes `codec`."""
     cdef Py_ssize_t produced
-    if codec == SNAPPY:
+    if codec == CODEC_SNAPPY:
         return decompress_with_gil(f, codec, src, n, limit)
     with nogil:
         produced = decompress_in_core(f, codec, src, n, limit)

@@ -46,7 +46,7 @@ cdef enum:
     ATTR_DELETE_HORIZON = 0x40     # v2 only: the base timestamp is a delete horizon
 
 
-cdef enum Codec:                   # the ids under ATTR_CODEC_MASK
+cdef enum:                         # Codec: the ids under ATTR_CODEC_MASK
     CODEC_NONE = 0
     CODEC_GZIP = 1
     CODEC_SNAPPY = 2

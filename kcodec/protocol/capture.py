@@ -6,8 +6,7 @@ reported through `warn` and stops only the stream or frame concerned."""
 import socket
 from collections import namedtuple
 
-import dpkt
-
+from .._extras import require
 from .errors import ProtocolError
 from .frames import (
     DEFAULT_MAX_FRAME_BYTES, FrameSplitter, decode_request, decode_response,
@@ -18,6 +17,8 @@ from .messages import RESPONSES
 PRODUCE, FETCH, METADATA = 0, 1, 3
 MAX_PENDING_BYTES = 64 << 20     # out-of-order data held per direction before giving up
 MAX_PENDING_REQUESTS = 100_000   # requests awaiting a response per connection
+
+dpkt = require("dpkt", "reading pcap and pcapng captures")
 
 CapturedRecords = namedtuple(
     "CapturedRecords",

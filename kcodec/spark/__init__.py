@@ -3,16 +3,21 @@
 functions, and the spark-convert job.
 
 Everything here decodes with the compiled core into Arrow columns; no
-Python object is made per record."""
-from .functions import (
+Python object is made per record. Needs the spark extra:
+pip install 'kcodec[spark]'."""
+from .._extras import require
+
+require("pyspark", "kcodec.spark")
+
+from .functions import (  # noqa: E402
     decode_record_sets, decode_udf, explode_records, make_decode_udf, record_set_decoder,
     records_type,
 )
-from .options import ReadOptions, parse_options
-from .plan import DataLossError, Split, plan
-from .read import SplitReport, read_skip_reports, read_split
-from .schema import arrow_schema, kafka_schema, record_schema, to_spark_arrow
-from .source import KafkaLogDataSource
+from .options import ReadOptions, parse_options  # noqa: E402
+from .plan import DataLossError, Split, plan  # noqa: E402
+from .read import SplitReport, read_skip_reports, read_split  # noqa: E402
+from .schema import arrow_schema, kafka_schema, record_schema, to_spark_arrow  # noqa: E402
+from .source import KafkaLogDataSource  # noqa: E402
 
 
 def register(spark):

@@ -15,7 +15,6 @@ writes PATH/_SUCCESS and removes _temporary; tasks of a failed job (which
 Spark may leave running) can only ever write below _temporary. Renames are
 atomic on local disks and HDFS; object stores (s3://) copy instead.
 """
-import os
 import re
 import time
 import uuid
@@ -28,6 +27,7 @@ from .files import filesystem_of
 from .plan import plan
 from .read import SplitReport, read_split
 from .schema import arrow_schema, kafka_schema, to_spark_arrow
+from .session import local_session  # noqa: F401  (spark-convert's session, importable here)
 
 SUCCESS = "_SUCCESS"
 # Keys, values and offsets rarely repeat: dictionary pages and min/max
@@ -201,18 +201,3 @@ def _remove(fs, directory):
         fs.delete_dir(directory)
     except FileNotFoundError:
         pass
-
-
-def local_session(master="local[*]", app_name="kcodec spark-convert", **conf):
-    """A SparkSession whose Python workers run this interpreter (so they
-    import the same kcodec)."""
-    import sys
-
-    from pyspark.sql import SparkSession
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()

@@ -79,11 +79,15 @@ def write_demo_logs(root, seed=7):
     return written
 
 
-def run_demo(directory="kcodec-demo", master="local[*]", out=sys.stdout):
+def run_demo(directory="kcodec-demo", master="local[*]", out=sys.stdout, verbose=False):
+    """Write the demo log under `directory`, convert it on Spark and print
+    what came out to `out`. Spark logs errors only unless `verbose`
+    (kcodec.spark.session)."""
     from pyspark.sql import functions as F
 
-    from .convert import convert, local_session
+    from .convert import convert
     from .options import parse_options
+    from .session import local_session
 
     root = os.path.join(directory, "kafka-logs")
     parquet = os.path.join(directory, "parquet")
@@ -96,8 +100,7 @@ def run_demo(directory="kcodec-demo", master="local[*]", out=sys.stdout):
               f"{len(written)} partitions, {segments} segments, codecs {', '.join(CODECS)}: "
               f"{root}\n")
     out.flush()
-    spark = local_session(master, "kcodec demo", **{"spark.ui.enabled": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(master, "kcodec demo", verbose=verbose, **{"spark.ui.enabled": "false"})
     try:
         options = parse_options({"includeHeaders": "true",
                                  "kafka.isolation.level": "read_committed"})
