@@ -25,6 +25,9 @@ kafka_env=$(bash "$repo/ci/kafka-broker.sh")
 KCODEC_KAFKA_CLASSPATH=$(sed -n 's/^KCODEC_KAFKA_CLASSPATH=//p' <<<"$kafka_env")
 KCODEC_SPARK_KAFKA_JARS=$(sed -n 's/^KCODEC_SPARK_KAFKA_JARS=//p' <<<"$kafka_env")
 export KCODEC_KAFKA_CLASSPATH KCODEC_SPARK_KAFKA_JARS
+# S3Proxy, the object storage tests' S3-compatible server (Maven, cached).
+KCODEC_S3PROXY_JAR=$(bash "$repo/ci/s3proxy.sh" | sed -n 's/^KCODEC_S3PROXY_JAR=//p')
+export KCODEC_S3PROXY_JAR
 
 echo "== building sdist and wheel"
 "$python" -m venv "$work/build-env"
