@@ -118,7 +118,7 @@ def parquet_rows(filesystem, path):
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 def test_a_log_dirs_root_reads_as_on_disk(spark, s3, root, uploaded, isolation):
     remote = read(spark, uploaded, includeHeaders="true", **{
-        "kafka.isolation.level": isolation, "maxBytesPerPartition": "8000", **s3.options()})
+        "kafka.isolation.level": isolation, **s3.options()})
     for name, partition in TOPICS.items():
         expected = local_rows(spark, str(root), includeHeaders="true",
                               **{"kafka.isolation.level": isolation, "subscribe": name})
@@ -191,8 +191,8 @@ def test_the_settings_travel_with_the_plan_not_the_executors_environment(
     s3.filesystem().create_dir("kcodec-from-env")
     out = "s3://kcodec-from-env/converted"
     options = parse_options({"includeHeaders": "true", "maxBytesPerPartition": "8000"})
-    result = convert(spark, [uploaded], out, options)
-    local = convert(spark, [str(root)], str(tmp_path / "local"), options)
+    result = convert(spark, [uploaded + "/payments-3"], out, options)
+    local = convert(spark, [str(root / "payments-3")], str(tmp_path / "local"), options)
     assert result.rows == local.rows > 0 and result.tasks == local.tasks
     fs = s3.filesystem()
     assert parquet_rows(fs, "kcodec-from-env/converted") == \
@@ -267,7 +267,7 @@ def timed(call):
 
 def test_nothing_listening_at_the_endpoint(spark, s3, uploaded):
     endpoint = f"http://127.0.0.1:{free_port()}"
-    options = {**s3.options(endpoint), "s3.maxAttempts": "5"}
+    options = {**s3.options(endpoint), "s3.maxAttempts": "2"}
     raised = timed(lambda: read(spark, uploaded, **options).count())
     assert f"cannot reach the object store at endpoint {endpoint}" in str(raised.value)
     raised = timed(lambda: plan([uploaded], parse_options(options)))
