@@ -15,6 +15,7 @@ writes PATH/_SUCCESS and removes _temporary; tasks of a failed job (which
 Spark may leave running) can only ever write below _temporary. Renames are
 atomic on local disks and HDFS; object stores (s3://) copy instead.
 """
+import logging
 import os
 import re
 import time
@@ -172,6 +173,7 @@ def convert(spark, paths, out, options, *, compression="snappy", mode="error",
     task = _Task(store, out_path, job, options, compression, _before_commit)
     results = []
     fs = store.fs
+    failed = True
     try:
         if splits:
             # Largest first, so that the last tasks to start are short.
@@ -187,8 +189,18 @@ def convert(spark, paths, out, options, *, compression="snappy", mode="error",
                 pq.write_table(target.empty_table(), stream)
         with fs.open_output_stream(f"{out_path}/{SUCCESS}"):
             pass
+        failed = False
     finally:
-        _remove(fs, f"{out_path}/{TEMPORARY}")
+        try:
+            with store.errors(f"{out_path}/{TEMPORARY}", "removing"):
+                _remove(fs, f"{out_path}/{TEMPORARY}")
+        except OSError:
+            if not failed:
+                raise
+            # The job's own error is the one to report, not the cleanup's.
+            logging.getLogger("kcodec.spark").warning(
+                "spark-convert: could not remove %s/%s after the job failed", out, TEMPORARY,
+                exc_info=True)
     return ConvertResult(
         out=out, rows=sum(r["rows"] for r in results),
         log_bytes=sum(r["log_bytes"] for r in results),

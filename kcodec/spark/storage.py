@@ -371,7 +371,7 @@ class S3Store(Store):
         the object, the endpoint and what went wrong."""
         try:
             yield
-        except ObjectStoreError:
+        except (ObjectStoreError, FileExistsError):     # kcodec's own words already
             raise
         except OSError as exc:
             raise self.error(exc, path, doing) from None
