@@ -42,6 +42,9 @@ kafka_env=$(bash "$repo/ci/kafka-broker.sh")
 KCODEC_KAFKA_CLASSPATH=$(sed -n 's/^KCODEC_KAFKA_CLASSPATH=//p' <<<"$kafka_env")
 KCODEC_SPARK_KAFKA_JARS=$(sed -n 's/^KCODEC_SPARK_KAFKA_JARS=//p' <<<"$kafka_env")
 export KCODEC_KAFKA_CLASSPATH KCODEC_SPARK_KAFKA_JARS
+# S3Proxy, the object storage tests' S3-compatible server (Maven, cached).
+KCODEC_S3PROXY_JAR=$(bash "$repo/ci/s3proxy.sh" | sed -n 's/^KCODEC_S3PROXY_JAR=//p')
+export KCODEC_S3PROXY_JAR
 
 step "building the sdist and the wheel (compiles the core's five extensions: about 2 minutes)"
 "$python" -m venv "$work/build-env"

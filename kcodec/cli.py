@@ -163,6 +163,10 @@ def _spark_read_options(args):
                        ("max_bytes_per_partition", "maxBytesPerPartition")):
         if getattr(args, flag) is not None:
             options[name] = str(getattr(args, flag))
+    for flag, name in (("s3_endpoint", "s3.endpoint"), ("s3_region", "s3.region"),
+                       ("s3_profile", "s3.profile")):
+        if getattr(args, flag) is not None:
+            options[name] = getattr(args, flag)
     for item in args.option:
         name, _, value = item.partition("=")
         options[name] = value
@@ -177,6 +181,7 @@ def _require_spark():
 
 def cmd_spark_convert(args, out):
     _require_spark()
+    from .errors import ObjectStoreError
     from .spark.convert import convert, kcodec_error_in
     from .spark.options import parse_options
     from .spark.session import local_session
@@ -188,6 +193,10 @@ def cmd_spark_convert(args, out):
     try:
         result = convert(spark, args.dirs, args.out, options, compression=args.compression,
                          mode=args.mode)
+    except (ObjectStoreError, FileNotFoundError, FileExistsError) as exc:
+        # the driver's own (planning, the output): what is wrong, and where
+        print(f"kcodec: spark-convert: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         reported = kcodec_error_in(exc)
         if reported is None:
@@ -408,8 +417,16 @@ def _add_spark_commands(sub):
                    help="cut splits at about this many records")
     p.add_argument("--max-bytes-per-partition", type=int,
                    help="cut segments larger than this (default 128 MiB)")
+    p.add_argument("--s3-endpoint", metavar="URL",
+                   help="the S3-compatible server of s3:// paths, e.g. http://127.0.0.1:9000 "
+                        "(default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the AWS profile, AWS)")
+    p.add_argument("--s3-region", help="the region of s3:// paths (default: AWS_REGION, "
+                                       "the AWS profile, the bucket's)")
+    p.add_argument("--s3-profile", help="the AWS profile (~/.aws/config, ~/.aws/credentials) "
+                                        "for s3:// paths (default: AWS_PROFILE, default)")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
-                   help="any other kafka-log option (repeatable)")
+                   help="any other kafka-log option (repeatable; s3.accessKey=... and "
+                        "s3.secretKey=... give credentials)")
     p.add_argument("--compression", default="snappy", help="Parquet codec (default snappy)")
     p.add_argument("--mode", choices=("error", "overwrite"), default="error",
                    help="when OUT is not empty: fail (default) or replace it")

@@ -123,10 +123,49 @@ class CorruptIndexError(KafkaFormatError):
     """An .index, .timeindex, .txnindex or checkpoint file is inconsistent."""
 
 
+class ObjectStoreError(OSError):
+    """Object storage (``s3://``) failed or refused a request: nothing
+    answers at the endpoint, the credentials are refused, the bucket or an
+    object is missing. Not a decoding error: the message says what is wrong
+    and where (the object's URI and the endpoint), for example ``no such
+    object s3://logs/orders-0/00000000000000000000.log (endpoint
+    http://127.0.0.1:9000): deleted after the read was planned?``.
+
+    Args:
+        message: What is wrong, and where.
+        uri: The object, prefix or bucket concerned (``s3://bucket/key``).
+        endpoint: The endpoint asked (None: AWS's own).
+
+    Attributes:
+        uri (str | None): As above.
+        endpoint (str | None): As above.
+    """
+
+    def __init__(self, message, *, uri=None, endpoint=None):
+        super().__init__(message)
+        self.uri = uri
+        self.endpoint = endpoint
+
+    def __reduce__(self):
+        return (_rebuild_store_error, (type(self), self.args[0], self.uri, self.endpoint))
+
+    def __str__(self):
+        return self.args[0]
+
+
+class ObjectNotFoundError(ObjectStoreError, FileNotFoundError):
+    """A bucket, prefix or object that is not there (also a
+    :class:`FileNotFoundError`)."""
+
+
+def _rebuild_store_error(cls, message, uri, endpoint):
+    return cls(message, uri=uri, endpoint=endpoint)
+
+
 __all__ = [
     "KafkaFormatError", "CorruptRecordError", "CrcMismatchError",
     "UnsupportedFormatError", "DecompressionError", "DecompressionLimitError",
-    "CorruptIndexError",
+    "CorruptIndexError", "ObjectStoreError", "ObjectNotFoundError",
 ]
 
 

@@ -15,6 +15,7 @@ writes PATH/_SUCCESS and removes _temporary; tasks of a failed job (which
 Spark may leave running) can only ever write below _temporary. Renames are
 atomic on local disks and HDFS; object stores (s3://) copy instead.
 """
+import logging
 import re
 import time
 import uuid
@@ -24,6 +25,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .files import filesystem_of
+from .storage import Store
 from .plan import plan
 from .read import SplitReport, read_split
 from .schema import arrow_schema, kafka_schema, to_spark_arrow
@@ -68,7 +70,7 @@ class ConvertResult:
 @dataclass
 class _Task:
     """What a task needs besides its split (pickled with the function)."""
-    filesystem: object
+    filesystem: object              # a kcodec.spark.storage Store
     out: str
     job: str
     options: object
@@ -85,24 +87,32 @@ class _Task:
         name = part_name(split, self.job, self.compression)
         scratch = self._path(TEMPORARY, self.job, f"{split.id}-{attempt}")
         committed = self._path(TEMPORARY, self.job, "committed")
-        fs = self.filesystem
+        store = self.filesystem
+        with store.errors(scratch, "writing"):
+            return self._convert(split, attempt, name, scratch, committed, store.fs)
+
+    def _convert(self, split, attempt, name, scratch, committed, fs):
         fs.create_dir(scratch)
         target = arrow_schema(kafka_schema(self.options.include_headers))
         report = SplitReport(split.name)
-        writer = None
+        writer = stream = None
         try:
             for table in read_split(split, self.options, report):
                 if not table.num_rows:
                     continue
                 if writer is None:
+                    stream = fs.open_output_stream(f"{scratch}/{name}")
                     writer = pq.ParquetWriter(
-                        fs.open_output_stream(f"{scratch}/{name}"), target,
-                        compression=self.compression, use_dictionary=DICTIONARY_COLUMNS,
-                        write_statistics=STATISTICS_COLUMNS)
+                        stream, target, compression=self.compression,
+                        use_dictionary=DICTIONARY_COLUMNS, write_statistics=STATISTICS_COLUMNS)
                 writer.write_table(to_spark_arrow(table, target))
         finally:
             if writer is not None:
                 writer.close()
+            if stream is not None:
+                # An object store's file exists once its stream is closed
+                # (the writer leaves a stream it was given open).
+                stream.close()
         size = 0
         if writer is not None:
             size = fs.get_file_info(f"{scratch}/{name}").size
@@ -110,7 +120,7 @@ class _Task:
             fs.create_dir(committed)
             fs.move(f"{scratch}/{name}", f"{committed}/{name}")
             self._hook(split, attempt, "committed")
-        fs.delete_dir(scratch)
+        _remove(fs, scratch)     # object stores may have dropped an empty "directory"
         return dict(split=split.id, topic=split.topic, partition=split.partition,
                     file=name if writer is not None else None, rows=report.rows,
                     log_bytes=report.log_bytes, parquet_bytes=size, skipped=report.skipped)
@@ -154,28 +164,43 @@ def convert(spark, paths, out, options, *, compression="snappy", mode="error",
     """Convert the partition directories `paths` (kafka-log's paths and
     ReadOptions) to Parquet under `out`; returns a ConvertResult."""
     started = time.perf_counter()
-    fs, out_path = filesystem_of(out)
-    fs = fs or pafs.LocalFileSystem()
+    store, out_path = filesystem_of(out, options.storage)
+    store = store or Store(pafs.LocalFileSystem())
     splits, partitions = plan(paths, options)
-    _prepare(fs, out_path, mode)
+    with store.errors(out_path, "preparing the output"):
+        _prepare(store.fs, out_path, mode)
     job = uuid.uuid4().hex[:12]
-    task = _Task(fs, out_path, job, options, compression, _before_commit)
+    task = _Task(store, out_path, job, options, compression, _before_commit)
     results = []
+    fs = store.fs
+    failed = True
     try:
         if splits:
             # Largest first, so that the last tasks to start are short.
             ordered = sorted(splits, key=lambda s: -s.size)
             rdd = spark.sparkContext.parallelize(ordered, len(ordered))
             results = rdd.map(task).collect()
-        if not _commit_job(fs, out_path, job, results):
+        with store.errors(out_path, "committing the output"):
+            committed = _commit_job(fs, out_path, job, results)
+        if not committed:
             # No rows: one empty file keeps the schema readable.
             target = arrow_schema(kafka_schema(options.include_headers))
-            pq.write_table(target.empty_table(),
-                           fs.open_output_stream(f"{out_path}/part-empty-{job}.parquet"))
+            with fs.open_output_stream(f"{out_path}/part-empty-{job}.parquet") as stream:
+                pq.write_table(target.empty_table(), stream)
         with fs.open_output_stream(f"{out_path}/{SUCCESS}"):
             pass
+        failed = False
     finally:
-        _remove(fs, f"{out_path}/{TEMPORARY}")
+        try:
+            with store.errors(f"{out_path}/{TEMPORARY}", "removing"):
+                _remove(fs, f"{out_path}/{TEMPORARY}")
+        except OSError:
+            if not failed:
+                raise
+            # The job's own error is the one to report, not the cleanup's.
+            logging.getLogger("kcodec.spark").warning(
+                "spark-convert: could not remove %s/%s after the job failed", out, TEMPORARY,
+                exc_info=True)
     return ConvertResult(
         out=out, rows=sum(r["rows"] for r in results),
         log_bytes=sum(r["log_bytes"] for r in results),

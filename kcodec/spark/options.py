@@ -10,6 +10,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from .storage import storage_options
+
 EARLIEST = -2
 LATEST = -1
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -101,6 +103,9 @@ class ReadOptions:
         topic_pattern (str | None): Only topics matching this regular
             expression (``subscribePattern``).
         assign (frozenset | None): Only these ``(topic, partition)`` pairs.
+        storage (tuple): The ``s3.*`` options, as ``(lower-case name,
+            value)`` pairs (see :doc:`the object storage guide
+            </guide/object-storage>`).
     """
 
     starting: OffsetSpec = OffsetSpec(EARLIEST)
@@ -119,6 +124,7 @@ class ReadOptions:
     topics: tuple = None            # subscribe
     topic_pattern: str = None       # subscribePattern
     assign: frozenset = None        # assign: {(topic, partition)}
+    storage: tuple = ()             # s3.* options: ((lower-case name, value), ...)
 
     def wants(self, topic, partition):
         """Whether the topic filters let this partition be read."""
@@ -157,6 +163,10 @@ def parse_options(options):
       ``isolation.level``, ``failOnDataLoss`` (default true),
       ``minPartitions``, ``maxRecordsPerPartition``, ``subscribe``,
       ``subscribePattern``, ``assign`` (JSON ``{"topic": [0, 1]}``).
+    - Object storage (``s3://`` paths): ``s3.endpoint``, ``s3.region``,
+      ``s3.accessKey``, ``s3.secretKey``, ``s3.sessionToken``,
+      ``s3.profile``, ``s3.connectTimeout``, ``s3.requestTimeout`` (seconds),
+      ``s3.maxAttempts``; without them, the AWS environment and config files.
     - kcodec's own: ``verifyCrc`` (default true), ``onCorruptData``
       (``fail``, the default, or ``skip``), ``corruptDataReport`` (a
       directory for the skip reports), ``maxBytesPerPartition`` (128 MiB),
@@ -175,7 +185,7 @@ def parse_options(options):
         ValueError: For an unknown option or a value it does not take.
     """
     opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
-    unknown = sorted(k for k in opts if k not in KNOWN and not k.startswith("kafka."))
+    unknown = sorted(k for k in opts if k not in KNOWN and not k.startswith(("kafka.", "s3.")))
     if unknown:
         raise ValueError(f"unknown option(s) for kafka-log: {', '.join(unknown)}")
     kw = {}
@@ -236,6 +246,7 @@ def parse_options(options):
         except (ValueError, AttributeError, TypeError):
             raise ValueError(f'assign: expected JSON like {{"topic": [0, 1]}}, '
                              f'not {opts["assign"]!r}') from None
+    kw["storage"] = storage_options(opts)
     return ReadOptions(**kw)
 
 

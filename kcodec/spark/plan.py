@@ -28,8 +28,9 @@ class Split(InputPartition):
         id (int): The split's number in its read.
         topic (str): The topic.
         partition (int): The partition.
-        filesystem: A ``pyarrow.fs`` filesystem, or None for the local disk
-            (memory-mapped).
+        filesystem: The segment's filesystem (a ``kcodec.spark.storage``
+            Store, which pickles with the endpoint and credentials the plan
+            resolved), or None for the local disk (memory-mapped).
         path (str): The segment file.
         start (int): First byte.
         end (int): Byte to stop before.
@@ -54,6 +55,11 @@ class Split(InputPartition):
     start_offset: int
     end_offset: int
     aborted: tuple              # AbortedTxn of the segment's range; None: read_uncommitted
+
+    @property
+    def source(self):
+        """The segment as errors name it: its path, or its URI (``s3://...``)."""
+        return self.path if self.filesystem is None else self.filesystem.uri(self.path)
 
     @property
     def size(self):
@@ -240,7 +246,7 @@ def plan(paths, options):
         ValueError: For offsets or timestamps that cannot be resolved.
     """
     pieces, partitions = [], []
-    for fs, directory in partition_dirs(paths):
+    for fs, directory in partition_dirs(paths, options.storage):
         topic, partition = parse_partition_dir(directory)
         if not options.wants(topic, partition):
             continue

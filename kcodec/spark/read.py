@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass, field
 
 from ..arrow import decode
-from ..errors import KafkaFormatError, located
+from ..errors import KafkaFormatError, ObjectStoreError, located
 from ..log.segment import Segment, released
 from ..log.transactions import fetch_aborted
 from ..log.verify import scan
@@ -53,15 +53,25 @@ class _Source:
 
     def __init__(self, split):
         self.split = split
-        if split.filesystem is None:
+        store = split.filesystem
+        if store is None:
             self.segment, self.file = Segment(split.path), None
         else:
-            self.segment, self.file = None, split.filesystem.open_input_file(split.path)
+            with store.errors(split.path, "opening"):
+                self.segment, self.file = None, store.fs.open_input_file(split.path)
 
     def read(self, start, end):
         if self.file is None:
             return self.segment.view(start, end)
-        return memoryview(self.file.read_at(end - start, start))
+        store = self.split.filesystem
+        with store.errors(self.split.path, f"reading bytes {start}-{end} of"):
+            data = self.file.read_at(end - start, start)
+        if len(data) != end - start:
+            raise ObjectStoreError(
+                f"{store.uri(self.split.path)}: {len(data)} bytes at byte {start} where "
+                f"{end - start} were planned: the object changed since the read was planned",
+                uri=store.uri(self.split.path))
+        return memoryview(data)
 
     def done_with(self, start, end):
         if self.segment is not None:
@@ -128,9 +138,9 @@ def _decode_chunk(view, base, final, split, options, report):
         return [decode(view, **_decode_options(split, options, view, final))]
     except KafkaFormatError as exc:
         if options.on_corrupt_data != "skip":
-            raise located(exc, split.path, base) from None
+            raise located(exc, split.source, base) from None
     tables, run = [], None
-    for event in scan(_Chunk(view, split.path), first_byte=base):
+    for event in scan(_Chunk(view, split.source), first_byte=base):
         if event[0] == "batch":
             _, position, batch = event
             if run is not None and run[1] == position:
@@ -141,7 +151,7 @@ def _decode_chunk(view, base, final, split, options, report):
                 run = [position, position + batch.size]
         else:
             _, start, end, message = event
-            report.skipped.append((split.path, base + start, base + end, message))
+            report.skipped.append((split.source, base + start, base + end, message))
     if run is not None:
         tables.append(_decode_run(view, run, final, split, options))
     return tables
