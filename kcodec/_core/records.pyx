@@ -296,7 +296,8 @@ cdef bint legacy_entry_ok(const uint8_t* base, Py_ssize_t length, Py_ssize_t pos
     cdef const uint8_t* p = base + pos
     cdef int codec
     cdef FaultInfo fi
-    if (entry_size(p, length - pos, max_entry, size) != ENTRY_OK or (p[MAGIC_AT] != 0 and p[MAGIC_AT] != 1)
+    if (entry_size(p, length - pos, max_entry, size) != ENTRY_OK
+            or (p[MAGIC_AT] != 0 and p[MAGIC_AT] != 1)
             or parse_legacy_message(base, p + LOG_OVERHEAD, p + LOG_OVERHEAD + <Py_ssize_t>size[0],
                                     m, &fi)):
         return False
