@@ -7,7 +7,6 @@ clear, quick errors for what users get wrong."""
 import os
 import subprocess
 import sys
-import time
 
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
@@ -33,7 +32,6 @@ BUCKET = "kcodec-logs"
 SEGMENT_BYTES = 20000
 TOPICS = {"orders-eu": 0, "payments": 3}
 # A hang guard, not a benchmark: errors come in seconds.
-QUICK = 30.0
 # What a broker keeps at the top of a log.dirs root.
 ROOT_FILES = {"recovery-point-offset-checkpoint": "0\n2\norders-eu 0 100\npayments 3 100\n",
               "replication-offset-checkpoint": "0\n2\norders-eu 0 100\npayments 3 100\n",
@@ -257,11 +255,10 @@ def test_a_bounded_read_fetches_a_small_part_of_a_large_segment(spark, s3, large
 # ------------------------------------------------------------- errors
 
 def timed(call):
-    started = time.monotonic()
+    """The error `call` raises. How fast it comes is the S3 options'
+    business (few attempts, short timeouts), not a timed assertion here."""
     with pytest.raises(Exception) as raised:
         call()
-    elapsed = time.monotonic() - started
-    assert elapsed < QUICK, f"took {elapsed:.1f} s"
     return raised
 
 
@@ -298,12 +295,10 @@ def test_a_missing_bucket_and_an_empty_prefix(spark, s3, uploaded, capsys):
     # A prefix with objects but no partition directories: the command line
     # says so in one line.
     s3.upload(os.path.dirname(__file__) + "/peers", "kcodec-not-logs/prefix")
-    started = time.monotonic()
     assert main(["spark-convert", "s3://kcodec-not-logs/prefix",
                  "--out", "s3://kcodec-not-logs/x",
                  "--s3-endpoint", s3.endpoint, "--option", f"s3.accessKey={ACCESS_KEY}",
                  "--option", f"s3.secretKey={SECRET_KEY}"]) == 1
-    assert time.monotonic() - started < QUICK
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line == ("kcodec: spark-convert: FileNotFoundError: no partition directories "
                     f"(<topic>-<partition>) under s3://kcodec-not-logs/prefix (endpoint "
@@ -324,13 +319,10 @@ def test_a_segment_deleted_from_the_bucket_mid_job(spark, s3, root, monkeypatch,
         return splits, partitions
 
     monkeypatch.setattr(convert_module, "plan", plan_then_delete)
-    started = time.monotonic()
     assert main(["spark-convert", "s3://kcodec-deleted/payments-3", "--out",
                  "s3://kcodec-deleted/out", "--s3-endpoint", s3.endpoint,
                  "--option", f"s3.accessKey={ACCESS_KEY}",
                  "--option", f"s3.secretKey={SECRET_KEY}"]) == 1
-    # Spark's task retries and job abort take their time here: a hang guard.
-    assert time.monotonic() - started < QUICK * 6
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"kcodec: spark-convert: ObjectNotFoundError: no such object "
                            f"s3://{victim['path']} (endpoint {s3.endpoint} (from option "
