@@ -31,7 +31,6 @@ BUCKET = "kcodec-logs"
 # A few segments per partition: S3Proxy answers each request in tens of ms.
 SEGMENT_BYTES = 20000
 TOPICS = {"orders-eu": 0, "payments": 3}
-# A hang guard, not a benchmark: errors come in seconds.
 # What a broker keeps at the top of a log.dirs root.
 ROOT_FILES = {"recovery-point-offset-checkpoint": "0\n2\norders-eu 0 100\npayments 3 100\n",
               "replication-offset-checkpoint": "0\n2\norders-eu 0 100\npayments 3 100\n",
