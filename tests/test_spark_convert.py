@@ -1,6 +1,7 @@
 """spark-convert: Parquet written by the tasks themselves, checked against
 what was appended to the logs and against the kafka-log source, with its
-commit protocol under failed and retried tasks."""
+commit protocol (final names, a manifest, _SUCCESS last) under failed and
+retried tasks."""
 import os
 import re
 
@@ -9,7 +10,8 @@ import pytest
 
 from kcodec.cli import main
 from kcodec.spark import kafka_schema, parse_options
-from kcodec.spark.convert import SUCCESS, TEMPORARY, convert
+from kcodec.spark.convert import MANIFEST, SUCCESS, convert
+from converted_output import committed_output
 from log_helpers import entry_bounds, scripted_history, write_history
 from spark_session import spark, spark_rows, without_headers  # noqa: F401
 
@@ -41,6 +43,14 @@ def rows_by_partition(spark, path):
             for name, p in TOPICS.items()}
 
 
+def only_the_job_files(out, result):
+    """The Parquet files of the output (all its manifest names, and all it
+    holds), as the result counts them."""
+    manifest, table = committed_output(out)
+    assert len(manifest["files"]) == result.files and table.num_rows == result.rows
+    return sorted(f["path"] for f in manifest["files"])
+
+
 def options(**given):
     return parse_options({"includeHeaders": "true", **given})
 
@@ -50,9 +60,8 @@ def test_converted_rows_are_what_was_appended(spark, root, histories, tmp_path):
     result = convert(spark, [str(root)], str(out), options(maxBytesPerPartition="15000"))
     assert rows_by_partition(spark, out) == {n: h.data_records() for n, h in histories.items()}
     assert result.rows == sum(len(h.data_records()) for h in histories.values())
-    files = all_files(out)
-    assert SUCCESS in files and not any(f.startswith(TEMPORARY) for f in files)
-    data_files = [f for f in files if f.endswith(".parquet")]
+    data_files = only_the_job_files(out, result)
+    assert os.path.getmtime(out / SUCCESS) >= os.path.getmtime(out / MANIFEST)
     # A split holding only a transaction marker has no rows and writes no file.
     assert len(data_files) == result.files <= result.tasks
     assert result.tasks > sum(n.endswith(".log") for _, _, ns in os.walk(root) for n in ns)
@@ -102,8 +111,20 @@ def test_an_existing_output_is_refused_unless_overwritten(spark, root, tmp_path)
     (out / "someone-elses.txt").write_text("x")
     with pytest.raises(FileExistsError):
         convert(spark, [str(root / "payments-3")], str(out), options())
-    convert(spark, [str(root / "payments-3")], str(out), options(), mode="overwrite")
+    result = convert(spark, [str(root / "payments-3")], str(out), options(), mode="overwrite")
     assert "someone-elses.txt" not in all_files(out)
+    only_the_job_files(out, result)
+
+
+def test_a_rerun_with_overwrite_leaves_nothing_of_the_earlier_run(spark, root, histories,
+                                                                  tmp_path):
+    out = tmp_path / "out"
+    first = convert(spark, [str(root)], str(out), options(maxBytesPerPartition="15000"))
+    earlier = only_the_job_files(out, first)
+    second = convert(spark, [str(root)], str(out), options(), mode="overwrite")
+    later = only_the_job_files(out, second)
+    assert not set(earlier) & set(later) and len(later) < len(earlier)
+    assert rows_by_partition(spark, out) == {n: h.data_records() for n, h in histories.items()}
 
 
 # ----------------------------------------------------- the commit protocol
@@ -117,21 +138,44 @@ def fail_first_attempt(stage_to_fail, split_ids):
     return hook
 
 
+def kill_first_attempt(split_ids, marks):
+    """A task hook that kills its own Python worker (SIGKILL) in the first
+    attempt of the given splits, once their file is written but not yet in
+    place (what an executor killed mid-task leaves), leaving a mark in the
+    directory `marks` first."""
+    def hook(split, attempt, stage):
+        if stage == "written" and split.id in split_ids and attempt == 0:
+            import signal
+            open(os.path.join(marks, f"killed-{split.id}"), "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+    return hook
+
+
 @pytest.mark.parametrize("stage", ["written", "committed"])
 def test_a_retried_task_leaves_no_duplicates(spark, root, histories, tmp_path, stage):
-    """Failing after the file is written (not yet visible) or after it was
-    renamed into place (as a speculative duplicate would): the retry's
-    commit replaces the same file."""
+    """Failing after the file is written (not yet in place) or after it was
+    renamed into place (as a speculative duplicate would): the retry
+    replaces the same file."""
     out = tmp_path / "out"
     result = convert(spark, [str(root)], str(out), options(), _before_commit=fail_first_attempt(
         stage, {0, 3}))
     assert rows_by_partition(spark, out) == {n: h.data_records() for n, h in histories.items()}
-    files = all_files(out)
-    assert len([f for f in files if f.endswith(".parquet")]) == result.files
-    assert not any(f.startswith(TEMPORARY) for f in files) and SUCCESS in files
+    only_the_job_files(out, result)
 
 
-def test_a_failed_job_commits_nothing_of_the_failed_task(spark, root, tmp_path):
+def test_a_killed_python_worker_leaves_no_duplicates_and_no_partial_file(
+        spark, root, histories, tmp_path):
+    out, marks = tmp_path / "out", tmp_path / "marks"
+    marks.mkdir()
+    result = convert(spark, [str(root)], str(out), options(),
+                     _before_commit=kill_first_attempt({0, 2}, str(marks)))
+    assert sorted(os.listdir(marks)) == ["killed-0", "killed-2"]
+    assert rows_by_partition(spark, out) == {n: h.data_records() for n, h in histories.items()}
+    # The killed attempts' in-progress files were removed by their retries.
+    only_the_job_files(out, result)
+
+
+def test_a_failed_job_leaves_nothing(spark, root, tmp_path):
     out = tmp_path / "out"
 
     def always(split, attempt, stage):
@@ -140,10 +184,9 @@ def test_a_failed_job_commits_nothing_of_the_failed_task(spark, root, tmp_path):
 
     with pytest.raises(Exception, match="simulated failure on every attempt"):
         convert(spark, [str(root)], str(out), options(), _before_commit=always)
-    # Spark may leave the job's other tasks running: whatever they write
-    # stays below _temporary, which readers ignore.
-    files = [f for f in all_files(out) if not f.startswith(TEMPORARY)]
-    assert files == []
+    # The other tasks were cancelled and waited for before the job's files
+    # were removed.
+    assert all_files(out) == []
 
 
 # --------------------------------------------------------- corrupt data

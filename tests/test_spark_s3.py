@@ -21,6 +21,7 @@ from kcodec.spark import parse_options, plan, read_split
 from kcodec.spark import convert as convert_module
 from kcodec.spark.convert import SUCCESS, convert
 from kcodec.spark.storage import resolve_s3_settings
+from converted_output import committed_output
 from log_helpers import scripted_history, table_rows, write_history
 from s3_server import ACCESS_KEY, SECRET_KEY, free_port, s3  # noqa: F401
 from spark_session import spark, spark_rows  # noqa: F401
@@ -229,6 +230,23 @@ def test_spark_convert_with_the_aws_environment_in_a_process_of_its_own(s3, uplo
     assert rows and {r[:2] for r in rows} == {("payments", 3)}
 
 
+def test_a_rerun_with_overwrite_leaves_nothing_of_the_earlier_run_on_s3(spark, s3, uploaded):
+    """Each file under its final key, the manifest, then _SUCCESS: the
+    second run's output holds its own files only."""
+    fs = s3.filesystem()
+    fs.create_dir("kcodec-rerun")
+    out = "kcodec-rerun/converted"
+    options = parse_options({"includeHeaders": "true", **s3.options()})
+    first = convert(spark, [uploaded], f"s3://{out}", options)
+    earlier, _ = committed_output(out, fs)
+    second = convert(spark, [uploaded], f"s3://{out}", parse_options(
+        {"includeHeaders": "true", "maxBytesPerPartition": "15000", **s3.options()}),
+        mode="overwrite")
+    later, table = committed_output(out, fs)
+    assert earlier["job"] != later["job"] and first.rows == second.rows == table.num_rows
+    assert len(later["files"]) > len(earlier["files"])
+
+
 # ------------------------------------------------------- ranged reads
 
 def test_a_bounded_read_fetches_a_small_part_of_a_large_segment(spark, s3, large):
@@ -329,6 +347,10 @@ def test_a_segment_deleted_from_the_bucket_mid_job(spark, s3, root, monkeypatch,
                            "planned?"), line
     fs = s3.filesystem()
     assert fs.get_file_info(f"kcodec-deleted/out/{SUCCESS}").type == pafs.FileType.NotFound
+    # The files of the tasks that had finished are gone too.
+    left = [i.path for i in fs.get_file_info(pafs.FileSelector("kcodec-deleted/out", recursive=True))
+            if i.type == pafs.FileType.File and i.path.endswith(".parquet")]
+    assert left == []
 
 
 def test_corrupt_data_on_s3_names_the_object_and_byte(s3, root, tmp_path):

@@ -63,6 +63,8 @@ FALLBACK_REGION = "us-east-1"
 # (unless the environment sets them).
 _CHECKSUM_SWITCHES = {"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
                       "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
+# pyarrow filesystems whose files appear whole, when their upload completes.
+OBJECT_STORE_TYPES = ("s3", "gcs", "abfs")
 _QUERY = re.compile(r"\?((?:[A-Za-z_]+=[^?&]*)(?:&[A-Za-z_]+=[^?&]*)*)$")
 
 
@@ -328,6 +330,12 @@ class Store:
     def missing(self, path):
         """The error for a path that is not there."""
         return FileNotFoundError(f"{path}: no such directory")
+
+    @property
+    def writes_appear_whole(self):
+        """Whether a file written here appears only once it is complete (an
+        object store's upload), rather than growing where readers see it."""
+        return self.fs.type_name in OBJECT_STORE_TYPES
 
 
 class S3Store(Store):

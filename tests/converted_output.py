@@ -1,0 +1,31 @@
+"""What spark-convert committed, checked against its manifest: the output
+holds exactly the Parquet files the manifest names (no in-progress, stale or
+half-written file), with the sizes and rows it gives, the manifest itself
+and _SUCCESS; on the local disk or on an object store."""
+import json
+
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from kcodec.spark.convert import MANIFEST, SUCCESS
+
+
+def committed_output(out, filesystem=None):
+    """(manifest, table of the files it names) of the output at `out`."""
+    filesystem = filesystem or pafs.LocalFileSystem()
+    out = str(out)
+    listed = {i.path[len(out) + 1:]: i.size for i in filesystem.get_file_info(
+        pafs.FileSelector(out, recursive=True)) if i.type == pafs.FileType.File}
+    # S3Proxy's filesystem backend lists the directories it keeps keys in as
+    # objects too: what another key lies below is one of those.
+    listed = {k: size for k, size in listed.items()
+              if not any(other.startswith(k + "/") for other in listed)}
+    with filesystem.open_input_stream(f"{out}/{MANIFEST}") as f:
+        manifest = json.loads(f.read())
+    named = {f["path"]: f["bytes"] for f in manifest["files"]}
+    assert sorted(listed) == sorted([*named, MANIFEST, SUCCESS])
+    assert {path: listed[path] for path in named} == named
+    table = ds.dataset([f"{out}/{path}" for path in sorted(named)], filesystem=filesystem,
+                       format="parquet", partitioning="hive", partition_base_dir=out).to_table()
+    assert table.num_rows == manifest["rows"] == sum(f["rows"] for f in manifest["files"])
+    return manifest, table
