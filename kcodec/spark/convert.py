@@ -63,6 +63,21 @@ _POLL_SECONDS = 0.1
 
 @dataclass
 class ConvertResult:
+    """What a conversion did.
+
+    Attributes:
+        out (str): The output, as given.
+        rows, log_bytes, parquet_bytes (int): Rows converted, log bytes
+            read, Parquet bytes written.
+        files, tasks, partitions (int): Parquet files written (a split
+            with no rows writes none), Spark tasks, Kafka partitions.
+        elapsed (float): Seconds, planning to ``_SUCCESS``.
+        skipped (list): ``(file, start, end, message)`` of each corrupt
+            range skipped (``onCorruptData=skip``).
+        task_peak_memory (int | None): Bytes: the largest peak RSS of a
+            Python worker over one task; None where ``/proc`` does not
+            tell.
+    """
     out: str
     rows: int
     log_bytes: int
@@ -72,7 +87,7 @@ class ConvertResult:
     partitions: int
     elapsed: float
     skipped: list = field(default_factory=list)
-    task_peak_memory: int = None    # bytes: the largest peak RSS of a task's Python worker
+    task_peak_memory: int = None
 
     @property
     def rows_per_second(self):
@@ -225,8 +240,21 @@ def _prepare(fs, out, mode):
 
 def convert(spark, paths, out, options, *, compression="snappy", mode="error",
             _before_commit=None):
-    """Convert the partition directories `paths` (kafka-log's paths and
-    ReadOptions) to Parquet under `out`; returns a ConvertResult."""
+    """Convert Kafka partition directories to Parquet, one task per split.
+
+    Args:
+        spark: The SparkSession whose cluster runs the tasks.
+        paths (list[str]): kafka-log's paths: partition directories, globs
+            of them, log.dirs roots; local or ``s3://``.
+        out (str): The output directory (path or URI).
+        options (ReadOptions): kafka-log's options (parse_options).
+        compression (str): The Parquet codec.
+        mode (str): ``"error"`` when ``out`` is not empty, or
+            ``"overwrite"`` to empty it first.
+
+    Returns:
+        ConvertResult: What was converted.
+    """
     started = time.perf_counter()
     store, out_path = filesystem_of(out, options.storage)
     store = store or Store(pafs.LocalFileSystem())
