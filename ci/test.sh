@@ -65,6 +65,8 @@ quietly "$logs/auditwheel.log" env PATH="$work/build-env/bin:$PATH" \
     "$work/build-env/bin/auditwheel" repair --wheel-dir "$work/dist" "$work"/dist/built/kcodec-*.whl
 mv "$work"/dist/built/kcodec-*.tar.gz "$work/dist/"
 wheel=$(ls "$work"/dist/kcodec-*manylinux*.whl)
+# The cluster tests install it again, in a venv they pack for spark.archives.
+export KCODEC_WHEEL=$wheel
 env PATH="$work/build-env/bin:$PATH" "$work/build-env/bin/auditwheel" show "$wheel" \
     | grep -v '^$' | sed 's/^/   /'
 "$work/build-env/bin/python" - "$wheel" <<'PY'

@@ -5,12 +5,14 @@ SparkContext per process, so the cluster's driver cannot be the test run's
     python cluster_driver.py MASTER read OUT.arrow PATH... [--option NAME=VALUE]...
     python cluster_driver.py MASTER convert OUT PATH... [--option ...]
         [--kill executor|python --split N --marks DIR]
+    ... [--conf KEY=VALUE]...
 
 `read` writes kafka-log's rows (as Spark gives them) to an Arrow file;
 `convert` runs spark-convert, with a fault in the first attempt of split N
 once its file is written: its executor's JVM SIGKILLed, or its Python
 worker. Both wait for every worker's executor first, and print one JSON
-line: the executors the job could use, and what it did."""
+line: the executors the job could use, where their Python workers import
+kcodec from, and what the job did."""
 import argparse
 import json
 import os
@@ -67,6 +69,15 @@ def wait_for_executors(spark, count):
     return len(tracker.getExecutorInfos()) - 1
 
 
+def kcodec_on_executors(spark):
+    """Where the executors' Python workers import kcodec from."""
+    def where(_):
+        import kcodec
+        return os.path.realpath(kcodec.__file__)
+    tasks = 4 * spark.sparkContext.defaultParallelism
+    return sorted(set(spark.sparkContext.parallelize(range(tasks), tasks).map(where).collect()))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("master")
@@ -78,6 +89,7 @@ def main(argv=None):
     parser.add_argument("--kill", choices=("executor", "python"))
     parser.add_argument("--split", type=int, default=0)
     parser.add_argument("--marks")
+    parser.add_argument("--conf", action="append", default=[])
     args = parser.parse_args(argv)
     options = dict(item.partition("=")[::2] for item in args.option)
     spark = local_session(args.master, app_name=f"kcodec cluster test {args.command}",
@@ -85,9 +97,10 @@ def main(argv=None):
                              "spark.driver.host": "127.0.0.1",
                              "spark.driver.bindAddress": "127.0.0.1",
                              "spark.executor.cores": "1", "spark.executor.memory": "1g",
-                             "spark.ui.enabled": "false"})
+                             "spark.ui.enabled": "false",
+                             **dict(item.partition("=")[::2] for item in args.conf)})
     executors = wait_for_executors(spark, args.executors)
-    report = {"executors": executors}
+    report = {"executors": executors, "kcodec_on_executors": kcodec_on_executors(spark)}
     if args.command == "read":
         kcodec.spark.register(spark)
         table = spark.read.format("kafka-log").options(**options).load(args.paths).toArrow()

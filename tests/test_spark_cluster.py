@@ -117,6 +117,8 @@ def test_kafka_log_on_the_cluster_gives_the_local_rows(cluster, spark, root, bro
     out = tmp_path / "rows.arrow"
     report = drive(cluster, "read", str(out), *paths, *option_args(options))
     assert report["executors"] == WORKERS
+    # The executors run this Python, and import the kcodec installed in it.
+    assert report["kcodec_on_executors"] == [os.path.realpath(kcodec.__file__)]
     with pa.memory_map(str(out)) as source:
         on_cluster = rows(pa.ipc.open_file(source).read_all())
     expected = local_rows(spark, paths, options)
@@ -164,6 +166,45 @@ def test_corrupt_data_on_the_cluster_fails_in_one_line_naming_file_and_byte(clus
     assert line.endswith(f"(at {segment}, byte {start}, offset {first})"), line
     # Nothing of the failed job stays.
     assert not out.exists() or os.listdir(out) == []
+
+
+@pytest.fixture(scope="module")
+def packed_venv(tmp_path_factory):
+    """kcodec's wheel (ci/test.sh's, KCODEC_WHEEL) installed in a venv of its
+    own, packed by venv-pack as spark.archives takes it: a .tar.gz, which
+    Spark unpacks with tar (a plain .tar it unpacks with Java code that
+    drops the files' modes)."""
+    wheel = os.environ.get("KCODEC_WHEEL")
+    if not wheel or not os.path.exists(wheel):
+        unavailable("KCODEC_WHEEL names no wheel (ci/test.sh sets it to the wheel it "
+                    "installed)")
+    venv_pack = os.path.join(os.path.dirname(sys.executable), "venv-pack")
+    if not os.path.exists(venv_pack):
+        unavailable("venv-pack is not installed (pip install 'kcodec[test]')")
+    base = tmp_path_factory.mktemp("packed-venv")
+    env, archive = base / "kcodec-env", base / "kcodec-env.tar.gz"
+    # --copies: a venv's python is otherwise a symlink out of the archive.
+    subprocess.run([sys.executable, "-m", "venv", "--copies", str(env)], check=True)
+    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", wheel],
+                   check=True, timeout=DRIVER_TIMEOUT)
+    subprocess.run([venv_pack, "-q", "-p", str(env), "-o", str(archive)], check=True,
+                   timeout=DRIVER_TIMEOUT)
+    shutil.rmtree(env)              # the executors can only have it from the archive
+    return archive
+
+
+def test_executors_import_kcodec_from_a_venv_shipped_with_spark_archives(
+        cluster, spark, root, packed_venv, tmp_path):
+    out = tmp_path / "converted"
+    options = {"includeHeaders": "true", "maxBytesPerPartition": SPLIT_BYTES}
+    report = drive(cluster, "convert", str(out), str(root), *option_args(options),
+                   "--conf", f"spark.archives={packed_venv}#kcodec-env",
+                   "--conf", "spark.pyspark.python=./kcodec-env/bin/python")
+    where = report["kcodec_on_executors"]
+    # Not this venv's kcodec: the archive's, unpacked where the executors run.
+    assert where and all("/kcodec-env/lib/" in path and
+                         not path.startswith(os.path.realpath(sys.prefix)) for path in where), where
+    assert output_rows(str(out)) == local_rows(spark, [str(root)], options)
 
 
 # ----------------------------------------------------------------- faults

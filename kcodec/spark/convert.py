@@ -29,6 +29,7 @@ With spark.speculation on and an object store, a duplicate attempt that
 fails after the other succeeded would remove the file: leave it off (Spark's
 default) for spark-convert to object stores.
 """
+import contextlib
 import json
 import logging
 import re
@@ -173,9 +174,11 @@ class _Task:
         except BaseException:
             if stream is not None:
                 # pyarrow cannot abort an upload: closing completes it, so
-                # what it made visible is removed.
-                stream.close()
-                _remove_file(fs, written)
+                # what it made visible is removed. The task's own error is
+                # the one to report.
+                with contextlib.suppress(Exception):
+                    stream.close()
+                    _remove_file(fs, written)
             raise
         if not whole:
             fs.move(written, path)

@@ -23,15 +23,20 @@ JVM_NOTE = b"WARNING: "
 
 def local_session(master="local[*]", app_name="kcodec spark-convert", verbose=False, **conf):
     """A SparkSession whose Python workers run this interpreter (so they
-    import the same kcodec), with the Spark settings in `conf`. One that
+    import the same kcodec), or the one `spark.pyspark.python` names, with
+    the Spark settings in `conf`. One that
     starts a JVM logs only errors and leaves out the JVM's startup notes,
     unless `verbose`; a session already running is returned as it is."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    settings = {"spark.ui.showConsoleProgress": "false", **conf}
+    if "spark.pyspark.python" in settings:
+        # Read from the environment only, by a driver spark-submit did not
+        # start (spark-submit turns the setting into this variable).
+        os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    settings = {"spark.ui.showConsoleProgress": "false", **conf}
     quiet = not verbose and getattr(SparkContext, "_gateway", None) is None
     if quiet:
         settings["spark.driver.extraJavaOptions"] = quiet_java_options(
