@@ -348,7 +348,8 @@ def test_a_segment_deleted_from_the_bucket_mid_job(spark, s3, root, monkeypatch,
     fs = s3.filesystem()
     assert fs.get_file_info(f"kcodec-deleted/out/{SUCCESS}").type == pafs.FileType.NotFound
     # The files of the tasks that had finished are gone too.
-    left = [i.path for i in fs.get_file_info(pafs.FileSelector("kcodec-deleted/out", recursive=True))
+    listed = fs.get_file_info(pafs.FileSelector("kcodec-deleted/out", recursive=True))
+    left = [i.path for i in listed
             if i.type == pafs.FileType.File and i.path.endswith(".parquet")]
     assert left == []
 

@@ -170,7 +170,9 @@ class _Task:
             writer.close()
             size = stream.tell()
             self._hook(split, attempt, "written")
-            stream.close()      # an object appears here (the writer leaves a stream it was given open)
+            # The writer leaves open a stream it was given; an object
+            # appears once it is closed.
+            stream.close()
         except BaseException:
             if stream is not None:
                 # pyarrow cannot abort an upload: closing completes it, so
