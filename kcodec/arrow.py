@@ -169,13 +169,27 @@ def _checked_topic_and_partition(topic, partition):
 
 def _with_topic_and_partition(table, topic, partition):
     if topic is not None:
-        table = table.add_column(2, TOPIC_FIELD, pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(len(table), np.int32)), pa.array([topic], pa.string())
-        ).cast(pa.string()))
+        table = table.add_column(2, TOPIC_FIELD, _repeated_string(topic, len(table)))
     if partition is not None:
+        values = pa.py_buffer(np.full(len(table), partition, np.int32))
         table = table.add_column(2 + (topic is not None), PARTITION_FIELD,
-                                 pa.array(np.full(len(table), partition, np.int32)))
+                                 pa.Array.from_buffers(pa.int32(), len(table), [None, values]))
     return table
+
+
+def _repeated_string(value, count):
+    """`value` `count` times, as string chunks whose 32-bit offsets fit.
+    Built from buffers: pa.array and pa.scalar import pandas (to check for
+    its types), a second of every fresh Spark worker."""
+    data = value.encode()
+    per_chunk = max(1, INT32_MAX // max(1, len(data)))
+    chunks = []
+    for start in range(0, count, per_chunk):
+        n = min(per_chunk, count - start)
+        offsets = pa.py_buffer(np.arange(n + 1, dtype=np.int32) * np.int32(len(data)))
+        chunks.append(pa.Array.from_buffers(pa.string(), n, [None, offsets,
+                                                             pa.py_buffer(data * n)]))
+    return pa.chunked_array(chunks, pa.string())
 
 
 def _offsets_within(table, start, end):

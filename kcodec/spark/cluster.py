@@ -82,6 +82,7 @@ class LocalCluster:
         self.stop()
 
     def start(self):
+        self.directory.mkdir(parents=True, exist_ok=True)
         try:
             self._launch("master", MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
                          "--webui-port", str(self.webui_port))
