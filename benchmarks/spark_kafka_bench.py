@@ -7,12 +7,22 @@ script then checks that both give the same rows (exceptAll both ways).
     bash ci/kafka-broker.sh     # the broker's and the connector's jars, once
     python benchmarks/spark_kafka_bench.py --rows 2000000 --codec lz4
 
+With --write parquet it times the job users write today,
+spark.read.format("kafka")...write.parquet(...), against spark-convert of the
+broker's partition directories (kcodec.spark.convert.convert, the same
+cores), and checks that both Parquet outputs hold the same rows (counts and
+per-column checksums):
+
+    python benchmarks/spark_kafka_bench.py --write parquet --rows 4000000 --work DIR
+
 Without --bootstrap it starts its own broker (tests/kafka_broker.py) and
 stops it at the end; --json prints the figures as one JSON line last.
 """
 import argparse
 import json
 import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -27,6 +37,7 @@ from kafka_broker import (  # noqa: E402
 VALUE_BYTES = 100
 # A segment holds the producer's batches of up to 1 MiB; several segments per partition.
 SEGMENT_BYTES = 16 << 20
+PARQUET_TARGET = 5.0
 
 
 def produce(broker, topic, rows, partitions, codec):
@@ -138,6 +149,85 @@ def run(broker, topic, rows, partitions, codec, repeats, master, produce_rows=Tr
             "ratio": best["spark-kafka"] / best["kafka-log"], "equal": equal}
 
 
+def timed_kafka_parquet(spark, bootstrap, topic, out):
+    shutil.rmtree(out, ignore_errors=True)
+    started = time.perf_counter()
+    (spark.read.format("kafka")
+     .option("kafka.bootstrap.servers", bootstrap)
+     .option("subscribe", topic)
+     .option("startingOffsets", "earliest")
+     .option("endingOffsets", "latest")
+     .option("includeHeaders", "true")
+     .load()
+     .write.mode("overwrite").parquet(out))
+    return time.perf_counter() - started
+
+
+def run_parquet(broker, topic, rows, partitions, codec, repeats, master, work,
+                produce_rows=True):
+    """Spark's Kafka source into .write.parquet against spark-convert of the
+    broker's partition directories, interleaved, in one session."""
+    from kcodec.spark import parse_options
+    from kcodec.spark.bench import parquet_digest
+    from kcodec.spark.convert import convert
+    if produce_rows:
+        broker.create_topic(topic, partitions=partitions,
+                            internal_segment_bytes=str(SEGMENT_BYTES))
+        produce(broker, topic, rows, partitions, codec)
+    directories = [str(broker.partition_dir(topic, p)) for p in range(partitions)]
+    outputs = {"spark-kafka .write.parquet": os.path.join(work, "kafka-source-parquet"),
+               "spark-convert": os.path.join(work, "spark-convert-parquet")}
+    options = parse_options({"includeHeaders": "true"})
+    spark = session(spark_kafka_jars(), master)
+    try:
+        jobs = {
+            "spark-kafka .write.parquet": lambda out: timed_kafka_parquet(
+                spark, broker.bootstrap, topic, out),
+            "spark-convert": lambda out: convert(spark, directories, out, options,
+                                                 mode="overwrite").elapsed,
+        }
+        for name, job in jobs.items():          # warm up (JIT, workers, the consumer)
+            job(outputs[name])
+        seconds = {name: [] for name in jobs}
+        for _ in range(repeats):                  # interleaved, so both see the same machine
+            for name, job in jobs.items():
+                seconds[name].append(job(outputs[name]))
+        digests = {name: parquet_digest(spark, out) for name, out in outputs.items()}
+        cores = spark.sparkContext.defaultParallelism
+    finally:
+        spark.stop()
+    log_bytes = sum(os.path.getsize(os.path.join(d, n)) for d in directories
+                    for n in os.listdir(d) if n.endswith(".log"))
+    median = {name: statistics.median(times) for name, times in seconds.items()}
+    equal = len(set(digests.values())) == 1 and digests["spark-convert"][0] == rows
+    # Each repeat's two jobs ran back to back: their ratio moves less with the machine.
+    paired = sorted(kafka / ours for kafka, ours in zip(seconds["spark-kafka .write.parquet"],
+                                                       seconds["spark-convert"]))
+    return {"write": "parquet", "rows": rows, "codec": codec, "partitions": partitions,
+            "master": master, "cores": cores, "log_bytes": log_bytes, "seconds": seconds,
+            "rows_per_s": {name: rows / s for name, s in median.items()},
+            "ratio": median["spark-kafka .write.parquet"] / median["spark-convert"],
+            "paired_ratios": paired, "target": PARQUET_TARGET, "equal": equal,
+            "digests": {name: list(d) for name, d in digests.items()}}
+
+
+def report_parquet(result):
+    import pyspark
+    lines = [f"pyspark {pyspark.__version__}, master {result['master']} ({result['cores']} "
+             f"cores); {result['rows']:,} rows in {result['partitions']} partitions, values "
+             f"{VALUE_BYTES} B, {result['codec']}, {result['log_bytes'] / 1e6:.1f} MB of log; "
+             f"medians of {len(result['seconds']['spark-convert'])}",
+             "", "| job | median s | rows/s |", "|---|---:|---:|"]
+    for name, rate in result["rows_per_s"].items():
+        lines.append(f"| {name} | {result['rows'] / rate:.2f} | {rate:,.0f} |")
+    met = "met" if result["ratio"] >= result["target"] else "not met"
+    lines += ["", f"spark-convert / Spark's Kafka source .write.parquet: {result['ratio']:.2f}x "
+                  f"(target >= {result['target']}x: {met}); same rows: {result['equal']}",
+              "per repeat: " + ", ".join(f"{r:.2f}x" for r in result["paired_ratios"])
+              + f" (median {statistics.median(result['paired_ratios']):.2f}x)"]
+    return "\n".join(lines)
+
+
 def report(result):
     import pyspark
     lines = [f"pyspark {pyspark.__version__}, master {result['master']} ({result['cores']} "
@@ -165,20 +255,37 @@ def main(argv=None):
     parser.add_argument("--log-dirs", help="that broker's log.dirs")
     parser.add_argument("--topic", help="topic name (default: spark-bench-<codec>)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--write", choices=["noop", "parquet"], default="noop",
+                        help="noop: kafka-log against the Kafka source into the noop sink; "
+                             "parquet: spark-convert against the Kafka source's .write.parquet")
+    parser.add_argument("--work", help="where --write parquet writes its outputs "
+                                       "(default: a temporary directory)")
     args = parser.parse_args(argv)
     topic = args.topic or f"spark-bench-{args.codec}"
-    if args.bootstrap:
-        if not args.log_dirs:
-            parser.error("--bootstrap needs --log-dirs")
-        broker = KafkaBroker.attach(args.bootstrap, args.log_dirs)
-        result = run(broker, topic, args.rows, args.partitions, args.codec, args.repeats,
-                     args.master)
-    else:
-        with tempfile.TemporaryDirectory(prefix="kcodec-bench-broker-") as workdir, \
-                KafkaBroker(workdir) as broker:
-            result = run(broker, topic, args.rows, args.partitions, args.codec, args.repeats,
-                         args.master)
-    print(report(result))
+    work = args.work or tempfile.mkdtemp(prefix="kcodec-kafka-parquet-")
+
+    def measure(broker):
+        if args.write == "parquet":
+            return run_parquet(broker, topic, args.rows, args.partitions, args.codec,
+                               args.repeats, args.master, os.path.join(work, "out"))
+        return run(broker, topic, args.rows, args.partitions, args.codec, args.repeats,
+                   args.master)
+
+    try:
+        if args.bootstrap:
+            if not args.log_dirs:
+                parser.error("--bootstrap needs --log-dirs")
+            result = measure(KafkaBroker.attach(args.bootstrap, args.log_dirs))
+        else:
+            with tempfile.TemporaryDirectory(prefix="kcodec-bench-broker-",
+                                             dir=args.work) as workdir, \
+                    KafkaBroker(workdir) as broker:
+                result = measure(broker)
+    finally:
+        shutil.rmtree(os.path.join(work, "out"), ignore_errors=True)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    print(report_parquet(result) if args.write == "parquet" else report(result))
     if args.json:
         print(json.dumps(result))
     return 0 if result["equal"] else 1

@@ -202,3 +202,191 @@ def report(rows, seconds, log_bytes, equal):
         f"{rows:,} rows, {log_bytes:,} log bytes",
     ]
     return "\n".join(lines), read_ratio, convert_ratio
+
+
+# write_bench_log's bytes of log per record with 100-byte values (measured:
+# 122.9), to size a log in GiB.
+BENCH_LOG_BYTES_PER_ROW = 123
+GIB = 1 << 30
+_LOG_DONE = "bench-log-rows"
+
+
+def rows_for_gib(gib, value_bytes=100):
+    return int(gib * GIB / (BENCH_LOG_BYTES_PER_ROW + value_bytes - 100))
+
+
+def rows_written(rows, partitions=2):
+    """How many records write_bench_log writes when asked for `rows`: the
+    same number in each partition."""
+    return rows // partitions * partitions
+
+
+def cached_bench_log(root, rows, **options):
+    """write_bench_log's partition directories under `root`, written only
+    if `root` does not already hold a complete log of `rows` records (a
+    marker file is written last), so large logs are kept between runs."""
+    marker = os.path.join(root, _LOG_DONE)
+    wanted = json.dumps({"rows": rows, **options}, sort_keys=True)
+    if os.path.exists(marker):
+        with open(marker) as f:
+            if f.read() == wanted:
+                partitions = options.get("partitions", 2)
+                return [os.path.join(root, f"bench-{p}") for p in range(partitions)]
+    shutil.rmtree(root, ignore_errors=True)
+    paths = write_bench_log(root, rows, **options)
+    with open(marker, "w") as f:
+        f.write(wanted)
+    return paths
+
+
+def log_bytes_of(paths):
+    return sum(os.path.getsize(os.path.join(p, n)) for p in paths
+               for n in os.listdir(p) if n.endswith(".log"))
+
+
+def convert_in_process(paths, options, out):
+    """The limit spark-convert is measured against: every split converted
+    one after the other in this process (one core) exactly as a task
+    converts it — read_split, to_spark_arrow, a ParquetWriter with
+    spark-convert's options — without Spark. Returns (rows, seconds)."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    started = time.perf_counter()
+    rows = _convert_share((paths, options, out, 0, 1))
+    return rows, time.perf_counter() - started
+
+
+def parquet_digest(spark, path):
+    """Row count and per-column checksums of the Parquet files under `path`:
+    two outputs with equal digests hold the same rows."""
+    df = spark.read.parquet(path)
+    sums = [F.count("*"), F.sum("offset"), F.sum(F.crc32("value")), F.sum(F.crc32("key")),
+            F.sum(F.unix_millis("timestamp") % 1_000_000_007), F.sum("timestampType"),
+            F.countDistinct("topic", "partition", "offset")]
+    if "headers" in df.columns:
+        sums += [F.count("headers"), F.sum(F.size("headers")),
+                 F.sum(F.crc32(F.to_json("headers").cast("binary")))]
+    return tuple(df.agg(*sums).first())
+
+
+class WorkerMemoryPoller:
+    """The peak resident memory (VmHWM) of the Python workers that descend
+    from this process, polled from outside in a thread. With
+    spark.python.worker.reuse=false each task runs in a fresh worker, so the
+    largest VmHWM of a worker is the largest peak of a task."""
+
+    POLL_SECONDS = 0.05
+    WORKER_MODULE = b"pyspark.daemon"
+
+    def __init__(self):
+        import threading
+        self.peaks = {}         # pid -> VmHWM bytes
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True,
+                                        name="kcodec-worker-memory")
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def peak(self):
+        return max(self.peaks.values(), default=0)
+
+    @property
+    def workers(self):
+        return len(self.peaks)
+
+    def _poll(self):
+        root = os.getpid()
+        while not self._stop.is_set():
+            for pid in _pids():
+                if pid not in self.peaks and not self._is_worker(pid, root):
+                    continue
+                peak = _vm_hwm(pid)
+                if peak:
+                    self.peaks[pid] = max(self.peaks.get(pid, 0), peak)
+            self._stop.wait(self.POLL_SECONDS)
+
+    def _is_worker(self, pid, root):
+        """A process forked by a pyspark daemon (not the daemon itself) below `root`."""
+        parent = _ppid(pid)
+        if not parent or self.WORKER_MODULE not in _cmdline(pid) \
+                or self.WORKER_MODULE not in _cmdline(parent):
+            return False
+        while parent and parent != 1:
+            if parent == root:
+                return True
+            parent = _ppid(parent)
+        return False
+
+
+def _pids():
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _read(path, mode="r"):
+    try:
+        with open(path, mode) as f:
+            return f.read()
+    except OSError:
+        return b"" if "b" in mode else ""
+
+
+def _cmdline(pid):
+    return _read(f"/proc/{pid}/cmdline", "rb")
+
+
+def _ppid(pid):
+    stat = _read(f"/proc/{pid}/stat")
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+    return int(stat.rsplit(")", 1)[1].split()[1]) if stat else 0
+
+
+def _vm_hwm(pid):
+    for line in _read(f"/proc/{pid}/status").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _convert_share(args):
+    """Convert every `processes`-th split from the `share`-th on with
+    spark-convert's own task, outside Spark; returns the rows."""
+    import pyarrow.fs as pafs
+    from .convert import _Task
+    from .storage import Store
+    paths, options, out, share, processes = args
+    task = _Task(Store(pafs.LocalFileSystem()), out, "limit", options, "snappy")
+    splits, _ = plan(paths, options)
+    return sum(task(split)["rows"] for split in splits[share::processes])
+
+
+class ParallelLimit:
+    """The limit on `processes` cores as this machine gives them now: the
+    splits shared among that many forked processes converting at once, as
+    convert_in_process does. The processes are started (and import
+    everything) before the first timed run."""
+
+    def __init__(self, processes):
+        import multiprocessing
+        self.processes = processes
+        self.pool = multiprocessing.get_context("fork").Pool(processes)
+        self.pool.map(abs, range(processes))
+
+    def run(self, paths, options, out):
+        """(rows, seconds) of one conversion of every split."""
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        started = time.perf_counter()
+        rows = self.pool.map(_convert_share, [(paths, options, out, share, self.processes)
+                                              for share in range(self.processes)])
+        return sum(rows), time.perf_counter() - started
+
+    def close(self):
+        self.pool.close()
+        self.pool.join()
