@@ -277,6 +277,8 @@ def main(argv=None):
                 parser.error("--bootstrap needs --log-dirs")
             result = measure(KafkaBroker.attach(args.bootstrap, args.log_dirs))
         else:
+            if args.work:
+                os.makedirs(args.work, exist_ok=True)
             with tempfile.TemporaryDirectory(prefix="kcodec-bench-broker-",
                                              dir=args.work) as workdir, \
                     KafkaBroker(workdir) as broker:
