@@ -1,7 +1,7 @@
 """spark-convert on a standalone cluster of one worker against two (one core
 each), the same log (issue 46, point c).
 
-    python benchmarks/cluster_bench.py --gib 1 --work /work/benchruns
+    python benchmarks/cluster_bench.py --gib 1 --work DIR
 
 Each cluster size runs in a process of its own (one SparkContext per
 process): it starts kcodec.spark.cluster.LocalCluster, waits for every

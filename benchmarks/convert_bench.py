@@ -1,10 +1,10 @@
 """spark-convert against its limit, cold and warm, and a task's peak memory
 as the log grows (issue 46, points a and e).
 
-    python benchmarks/convert_bench.py warm --gib 1 --work /work/benchruns
-    python benchmarks/convert_bench.py cold --gib 1 --work /work/benchruns
-    python benchmarks/convert_bench.py memory --gibs 1,2,4 --work /work/benchruns
-    python benchmarks/convert_bench.py profile --gib 1 --work /work/benchruns
+    python benchmarks/convert_bench.py warm --gib 1 --work DIR
+    python benchmarks/convert_bench.py cold --gib 1 --work DIR
+    python benchmarks/convert_bench.py memory --gibs 1,2,4 --work DIR
+    python benchmarks/convert_bench.py profile --gib 1 --work DIR
 
 warm: one session; spark-convert (median of --repeats, after a warm-up)
 against the limit: every split converted in this process on one core

@@ -180,7 +180,7 @@ def _with_topic_and_partition(table, topic, partition):
 def _repeated_string(value, count):
     """`value` `count` times, as string chunks whose 32-bit offsets fit.
     Built from buffers: pa.array and pa.scalar import pandas (to check for
-    its types), a second of every fresh Spark worker."""
+    its types), most of a second in every fresh Spark worker."""
     data = value.encode()
     per_chunk = max(1, INT32_MAX // max(1, len(data)))
     chunks = []

@@ -24,9 +24,9 @@ JVM_NOTE = b"WARNING: "
 def local_session(master="local[*]", app_name="kcodec spark-convert", verbose=False, **conf):
     """A SparkSession whose Python workers run this interpreter (so they
     import the same kcodec), or the one `spark.pyspark.python` names, with
-    the Spark settings in `conf`. One that
-    starts a JVM logs only errors and leaves out the JVM's startup notes,
-    unless `verbose`; a session already running is returned as it is."""
+    the Spark settings in `conf`. One that starts a JVM logs only errors and
+    leaves out the JVM's startup notes, unless `verbose`; a session already
+    running is returned as it is."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
