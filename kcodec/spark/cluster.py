@@ -14,6 +14,7 @@ Executors run the driver's Python (``spark.pyspark.python``), so they
 import the kcodec installed in it: the "wheel installed on every node" way
 (docs/guide/spark.md), with every node on one machine.
 """
+import ctypes
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 30.0
 POLL_SECONDS = 0.2
+PR_SET_PDEATHSIG = 1    # prctl(2)
 
 
 class ClusterError(RuntimeError):
@@ -103,7 +105,7 @@ class LocalCluster:
     def stop(self):
         """Workers first (a worker kills its executors as it stops), then
         the master; a node that does not stop in STOP_TIMEOUT is killed."""
-        for name, process, _ in reversed(self._processes):
+        for _, process, _ in reversed(self._processes):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 try:
@@ -178,7 +180,8 @@ class LocalCluster:
         with open(log, "wb") as out:
             process = subprocess.Popen([spark_class(), main_class, *args], stdout=out,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=env, cwd=self.directory)
+                                       env=env, cwd=self.directory,
+                                       preexec_fn=_terminate_with_parent)
         self._processes.append((name, process, log))
 
     def _wait(self, ready, what):
@@ -193,6 +196,17 @@ class LocalCluster:
             time.sleep(POLL_SECONDS)
         raise ClusterError(f"timed out after {START_TIMEOUT:.0f} s waiting for {what}; "
                            f"the master's log ends:\n{_tail(self._processes[0][2])}")
+
+
+def _terminate_with_parent():
+    """In a node's process before exec (spark-class execs java): SIGTERM it
+    when the process that started it dies, so that a killed run leaves no
+    JVM behind (Linux; elsewhere nothing)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def alive_workers(state):
