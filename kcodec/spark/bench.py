@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .. import encode
 from ..log import write_log
-from .convert import convert
+from .convert import convert, peak_memory
 from .options import parse_options
 from .plan import plan
 from .read import read_split
@@ -307,7 +307,7 @@ class WorkerMemoryPoller:
             for pid in _pids():
                 if pid not in self.peaks and not self._is_worker(pid, root):
                     continue
-                peak = _vm_hwm(pid)
+                peak = peak_memory(pid)
                 if peak:
                     self.peaks[pid] = max(self.peaks.get(pid, 0), peak)
             self._stop.wait(self.POLL_SECONDS)
@@ -345,13 +345,6 @@ def _ppid(pid):
     stat = _read(f"/proc/{pid}/stat")
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses
     return int(stat.rsplit(")", 1)[1].split()[1]) if stat else 0
-
-
-def _vm_hwm(pid):
-    for line in _read(f"/proc/{pid}/status").splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def _convert_share(args):

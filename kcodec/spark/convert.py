@@ -204,11 +204,11 @@ def reset_peak_memory():
         pass
 
 
-def peak_memory():
-    """This process's peak RSS in bytes since reset_peak_memory(), or None
-    where /proc does not tell."""
+def peak_memory(pid="self"):
+    """A process's peak RSS in bytes (this one's since reset_peak_memory()),
+    or None where /proc does not tell."""
     try:
-        with open("/proc/self/status") as status:
+        with open(f"/proc/{pid}/status") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
