@@ -85,7 +85,8 @@ def free_port():
 
 
 def cluster_id():
-    """A Kafka Uuid as the storage formatter takes it: URL-safe base64, no padding."""
+    """A Kafka Uuid as the storage formatter takes it: URL-safe base64, no
+    padding (it may begin with "-": pass it as --cluster-id=ID)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
@@ -172,7 +173,7 @@ class KafkaBroker:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
-        formatted = self.run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id(),
+        formatted = self.run_tool("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id()}",
                                   "-c", config)
         if formatted.returncode != 0:
             raise RuntimeError(f"formatting the broker's storage failed:\n{formatted.stdout}"
