@@ -267,6 +267,37 @@ def test_read_committed_without_txnindex_rebuilds_from_markers(tmp_path, log_dir
         history.data_records(committed_only=True)
 
 
+@pytest.mark.parametrize("with_txnindex", [True, False])
+def test_aborted_transactions_from_an_offset_read_no_older_segment(tmp_path, log_dir, history,
+                                                                   with_txnindex, monkeypatch):
+    copy = tmp_path / "t-1"
+    shutil.copytree(log_dir, copy)
+    if not with_txnindex:
+        for name in files(copy, ".txnindex"):
+            os.remove(copy / name)
+    everything = PartitionLog(copy).aborted_transactions()
+    touched = set()
+    for method in ("batches", "aborted_transactions"):
+        original = getattr(Segment, method)
+
+        def spy(seg, *args, original=original, **kw):
+            touched.add(seg.base_offset)
+            return original(seg, *args, **kw)
+        monkeypatch.setattr(Segment, method, spy)
+    for start in sorted({a.base_offset + 1 for a in history.appends}):
+        log = PartitionLog(copy)
+        touched.clear()
+        found = log.aborted_transactions(start)
+        holding = max(seg.base_offset for seg in log.segments if seg.base_offset <= start)
+        assert min(touched, default=holding) >= holding, "an older segment was read"
+        # A transaction begun before the scan's start has the first offset the
+        # scan saw of it: what a reader from `start` needs.
+        wanted = [t for t in everything if t.last_offset >= start]
+        assert [(t.producer_id, t.last_offset) for t in found] == \
+            [(t.producer_id, t.last_offset) for t in wanted]
+        assert all(f.first_offset >= min(w.first_offset, start) for f, w in zip(found, wanted))
+
+
 def test_read_committed_from_every_batch_start(log, history):
     """Starting after an aborted transaction's marker must not drop the same
     producer's later committed transactions (and vice versa)."""
@@ -571,3 +602,29 @@ def test_offsets_of_a_log_read_take_no_float(log, isolation):
     numpy_bounds = dict(start_offset=np.int64(10), end_offset=np.int64(40), isolation=isolation)
     assert ([r.offset for r in log.read_records(**numpy_bounds)]
             == [r.offset for r in log.read_records(10, 40, isolation=isolation)])
+
+
+def test_last_stable_offset_resumes_where_an_earlier_scan_ended(tmp_path, history, monkeypatch):
+    """A reader following the tail passes each PartitionLog the scan of the
+    one before: the result is a fresh scan's, reading only what is new."""
+    directory = str(tmp_path / "t-0")
+    scanned = []
+    original = Segment.batches
+
+    def spy(seg, position=0, *args, **kw):
+        scanned.append((seg.base_offset, position))
+        return original(seg, position, *args, **kw)
+
+    resume = None
+    for appends in range(1, len(history.appends) + 1):
+        shutil.rmtree(directory, ignore_errors=True)
+        write_log(directory, [a.data for a in history.appends[:appends]], segment_bytes=6000)
+        fresh = PartitionLog(directory).last_stable_offset()
+        log = PartitionLog(directory)
+        monkeypatch.setattr(Segment, "batches", spy)
+        scanned.clear()
+        assert log.last_stable_offset(resume) == fresh
+        monkeypatch.undo()
+        if resume is not None and resume[0] in {s.base_offset for s in log.segments}:
+            assert scanned[0] == resume[:2], "the scan did not resume where the last one ended"
+        resume = log.transaction_scan

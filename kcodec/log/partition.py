@@ -88,6 +88,9 @@ class PartitionLog:
         directory (str): The partition directory.
         topic (str): The topic.
         partition (int): The partition.
+        transaction_scan (tuple | None): After :meth:`last_stable_offset`:
+            where its scan ended, to pass to a later ``PartitionLog`` of the
+            directory as ``resume``.
 
     Raises:
         FileNotFoundError: When ``directory`` does not exist.
@@ -111,6 +114,9 @@ class PartitionLog:
         self.segments = [Segment(os.path.join(self.directory, n)) for n in names]
         self._aborted = None
         self._open_transactions = None   # producer id -> first offset, at the log end
+        # Where last_stable_offset's scan ended: (segment base offset, byte,
+        # open transactions there), for a later PartitionLog to resume from.
+        self.transaction_scan = None
 
     def __repr__(self):
         return f"PartitionLog({self.directory!r}, segments={len(self.segments)})"
@@ -158,18 +164,39 @@ class PartitionLog:
                 for offset in snapshot_offsets(self.directory)}
 
     # --------------------------------------------------------- transactions
-    def aborted_transactions(self):
-        """Every aborted transaction of the log.
+    def aborted_transactions(self, start_offset=None):
+        """The aborted transactions of the log.
 
         Read from the ``.txnindex`` files when the log has any (the broker
         writes one only for segments holding an ABORT marker), else rebuilt
         by scanning the markers.
 
+        Args:
+            start_offset: Only the transactions that can hold a record at or
+                after this offset (their ABORT marker is at or after it).
+                Without ``.txnindex`` files the scan then starts at the latest
+                producer snapshot at or below it (else at the offset itself,
+                through the ``.index``), not at the log start: a reader that
+                resumes at an offset reads no older segment.
+
         Returns:
             list[AbortedTxn]: ``(producer_id, first_offset, last_offset,
             last_stable_offset)`` of each, ``last_offset`` being its ABORT
-            marker's offset.
+            marker's offset. A transaction that began before a scan's start
+            has the first offset the scan saw of it.
         """
+        if start_offset is not None and start_offset > self.start_offset \
+                and self._aborted is None:
+            if any(seg.has_txn_index for seg in self.segments):
+                # A .txnindex lists the transactions whose ABORT marker is in
+                # its segment: none before start_offset's segment matters.
+                later = [seg for seg, _ in self._ranges(start_offset, None)]
+                found = [t for seg in later for t in seg.aborted_transactions()]
+            else:
+                tracker, snapshot = self.tracker_from_snapshot(start_offset)
+                batches = self._all_batches(start_offset if snapshot is None else snapshot)
+                found = [t for t in map(tracker.append, batches) if t is not None]
+            return [t for t in found if t.last_offset >= start_offset]
         if self._aborted is None:
             if any(seg.has_txn_index for seg in self.segments):
                 self._aborted = [t for seg in self.segments for t in seg.aborted_transactions()]
@@ -178,28 +205,56 @@ class PartitionLog:
                 self._aborted = [t for t in map(tracker.append, self._all_batches())
                                  if t is not None]
                 self._open_transactions = dict(tracker.open)
-        return list(self._aborted)
+        return [t for t in self._aborted if start_offset is None or t.last_offset >= start_offset]
 
-    def last_stable_offset(self):
+    def last_stable_offset(self, resume=None):
         """The offset a read_committed consumer reads up to: the first offset
         of the earliest transaction still open at the log end (no COMMIT or
         ABORT marker yet; not below the log start offset), else the log end
         offset. (A broker also caps it at
-        the high watermark, which a partition directory does not record.)"""
+        the high watermark, which a partition directory does not record.)
+
+        Found from the latest producer snapshot and the batches after it, or
+        from a scan of the whole log already made for
+        :meth:`aborted_transactions`.
+
+        Args:
+            resume: The :attr:`transaction_scan` of an earlier
+                ``PartitionLog`` of this directory: only the batches appended
+                since are scanned (a reader following the log's tail).
+        """
         if self._open_transactions is None:
-            self.aborted_transactions()
-        if self._open_transactions is None:
-            self._open_transactions = self._scan_open_transactions()
+            self._open_transactions = self._scan_open_transactions(resume)
         first_open = min(self._open_transactions.values(), default=self.end_offset)
         return max(first_open, self.start_offset)     # as UnifiedLog clamps it
 
-    def _scan_open_transactions(self):
+    def _scan_open_transactions(self, resume):
         """Transactions open at the log end, as the broker recovers them: the
         latest producer snapshot's ongoing transactions, then the batches
-        after it (the whole log when there is no readable snapshot)."""
-        tracker, start = self.tracker_from_snapshot(self.end_offset)
-        for batch in self._all_batches(start):
-            tracker.append(batch)
+        after it (the whole log when there is no readable snapshot); or those
+        of `resume` and the batches after its byte. Sets transaction_scan."""
+        bases = [seg.base_offset for seg in self.segments]
+        if resume is not None:
+            base, position, still_open = resume
+            if base not in bases or self.segments[bases.index(base)].size < position:
+                resume = None           # truncated, or deleted: start afresh
+        tracker = TransactionTracker()
+        if resume is None:
+            tracker, start = self.tracker_from_snapshot(self.end_offset)
+            ranges = list(self._ranges(start, None))
+        else:
+            tracker.open.update(still_open)
+            first = bases.index(base)
+            ranges = [(seg, position if i == first else 0)
+                      for i, seg in enumerate(self.segments[first:], first)]
+        scanned = (bases[-1], 0) if bases else None
+        for seg, position in ranges:
+            end = position
+            for at, batch in seg.batches(position, verify_crc=False):
+                tracker.append(batch)
+                end = at + batch.size
+            scanned = (seg.base_offset, end)
+        self.transaction_scan = None if scanned is None else (*scanned, dict(tracker.open))
         return dict(tracker.open)
 
     def tracker_from_snapshot(self, at_most):
@@ -217,7 +272,7 @@ class PartitionLog:
         for offset in reversed(snapshots):
             try:
                 entries = read_producer_snapshot(snapshot_path(self.directory, offset))
-            except CorruptIndexError:
+            except (CorruptIndexError, FileNotFoundError):  # deleted since listed: retention
                 continue
             tracker.open.update((e.producer_id, e.current_txn_first_offset)
                                 for e in entries if e.current_txn_first_offset >= 0)
