@@ -182,8 +182,9 @@ def _require_spark():
 def cmd_spark_convert(args, out):
     _require_spark()
     from .errors import ObjectStoreError
-    from .spark.convert import convert, kcodec_error_in
+    from .spark.convert import CheckpointError, convert, kcodec_error_in
     from .spark.options import parse_options
+    from .spark.plan import DataLossError
     from .spark.session import local_session
     options = parse_options(_spark_read_options(args))
     from pyspark.sql import SparkSession
@@ -192,8 +193,9 @@ def cmd_spark_convert(args, out):
     spark = local_session(args.master, verbose=args.verbose, **conf)
     try:
         result = convert(spark, args.dirs, args.out, options, compression=args.compression,
-                         mode=args.mode)
-    except (ObjectStoreError, FileNotFoundError, FileExistsError) as exc:
+                         mode=args.mode, checkpoint=args.checkpoint)
+    except (ObjectStoreError, FileNotFoundError, FileExistsError, CheckpointError,
+            DataLossError) as exc:
         # the driver's own (planning, the output): what is wrong, and where
         print(f"kcodec: spark-convert: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -429,7 +431,12 @@ def _add_spark_commands(sub):
                         "s3.secretKey=... give credentials)")
     p.add_argument("--compression", default="snappy", help="Parquet codec (default snappy)")
     p.add_argument("--mode", choices=("error", "overwrite"), default="error",
-                   help="when OUT is not empty: fail (default) or replace it")
+                   help="when OUT is not empty: fail (default) or replace it (with "
+                        "--checkpoint: at its first run)")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="incremental: convert only what is new since the last run with this "
+                        "checkpoint (path or URI), adding to OUT; each run commits atomically "
+                        "and a crashed one is finished by the next")
     _add_verbose(p)
     p.set_defaults(func=cmd_spark_convert)
 

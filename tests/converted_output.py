@@ -29,3 +29,34 @@ def committed_output(out, filesystem=None):
                        format="parquet", partitioning="hive", partition_base_dir=out).to_table()
     assert table.num_rows == manifest["rows"] == sum(f["rows"] for f in manifest["files"])
     return manifest, table
+
+
+def committed_runs(out, filesystem=None):
+    """(manifest, table) of an output spark-convert added runs to with a
+    checkpoint: it holds exactly the files its _manifest.json names (every
+    run's, each also named by its run's _manifests/<n>.json), the run
+    manifests, the empty file a run with no rows left, and _SUCCESS."""
+    from kcodec.spark.convert import RUN_MANIFESTS
+    filesystem = filesystem or pafs.LocalFileSystem()
+    out = str(out)
+    listed = {i.path[len(out) + 1:]: i.size for i in filesystem.get_file_info(
+        pafs.FileSelector(out, recursive=True)) if i.type == pafs.FileType.File}
+    listed = {k: size for k, size in listed.items()
+              if not any(other.startswith(k + "/") for other in listed)}
+    with filesystem.open_input_stream(f"{out}/{MANIFEST}") as f:
+        manifest = json.loads(f.read())
+    runs = [r["run"] for r in manifest["runs"]]
+    assert runs == list(range(len(runs)))
+    named = {f["path"]: f["bytes"] for f in manifest["files"]}
+    for run in runs:
+        with filesystem.open_input_stream(f"{out}/{RUN_MANIFESTS}/{run}.json") as f:
+            own = json.loads(f.read())
+        assert [dict(f, run=run) for f in own["files"]] == [
+            f for f in manifest["files"] if f["run"] == run]
+    assert sorted(listed) == sorted([*named, *manifest["empty"], MANIFEST, SUCCESS,
+                                     *(f"{RUN_MANIFESTS}/{run}.json" for run in runs)])
+    assert {path: listed[path] for path in named} == named
+    table = ds.dataset([f"{out}/{path}" for path in sorted(named)], filesystem=filesystem,
+                       format="parquet", partitioning="hive", partition_base_dir=out).to_table()
+    assert table.num_rows == manifest["rows"] == sum(f["rows"] for f in manifest["files"])
+    return manifest, table
