@@ -17,6 +17,7 @@ from .options import ReadOptions, parse_options  # noqa: E402
 from .plan import DataLossError, Split, plan  # noqa: E402
 from .read import SplitReport, read_skip_reports, read_split  # noqa: E402
 from .schema import arrow_schema, kafka_schema, record_schema, to_spark_arrow  # noqa: E402
+from .session import enable_filter_pushdown  # noqa: E402
 from .source import KafkaLogDataSource  # noqa: E402
 
 
@@ -25,6 +26,10 @@ def register(spark):
 
     Spark also finds the source without this call, as the module
     ``pyspark_kcodec.DefaultSource``, when kcodec is installed on the workers.
+    This call also turns on filter pushdown to Python data sources
+    (``spark.sql.python.filterPushdown.enabled``) unless the session sets
+    it already: filters on topic, partition, offset and timestamp then
+    narrow what is read.
 
     Args:
         spark: A ``SparkSession`` (PySpark 4.0 or later: Python Data Sources).
@@ -33,7 +38,7 @@ def register(spark):
         The same session.
     """
     spark.dataSource.register(KafkaLogDataSource)
-    return spark
+    return enable_filter_pushdown(spark)
 
 
 __all__ = [

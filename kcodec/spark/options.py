@@ -20,7 +20,8 @@ DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20
 DEFAULT_MAX_BATCH_BYTES = 8 << 20
 
 
-def _bool(name, text):
+def parse_bool(name, text):
+    """A boolean option's value (``true`` or ``false``, any case)."""
     lowered = str(text).strip().lower()
     if lowered not in ("true", "false"):
         raise ValueError(f"option {name} must be true or false, not {text!r}")
@@ -55,7 +56,9 @@ class OffsetSpec:
         return value, self.timestamps
 
 
-def _offset_spec(name, text, default, timestamps=False):
+def parse_offset_spec(name, text, default, timestamps=False):
+    """The OffsetSpec of option `name`'s text: earliest, latest, a number, or
+    Spark's JSON per partition; `default` for partitions it leaves out."""
     text = text.strip()
     words = {"earliest": EARLIEST, "latest": LATEST}
     if not timestamps and text.lower() in words:
@@ -77,6 +80,22 @@ def _offset_spec(name, text, default, timestamps=False):
                 raise ValueError(f"option {name}: {topic}/{partition} is not an integer: {value!r}")
             per_partition[(topic, int(partition))] = value
     return OffsetSpec(default, per_partition, timestamps)
+
+
+def offsets_json(offsets):
+    """Spark's Kafka-source offset JSON of ``{(topic, partition): offset}``."""
+    out = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def parse_offsets(offset):
+    """``{(topic, partition): offset}`` of Spark's Kafka-source offset JSON."""
+    if isinstance(offset, str):
+        offset = json.loads(offset)
+    return {(topic, int(partition)): int(value)
+            for topic, partitions in offset.items() for partition, value in partitions.items()}
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,7 @@ class ReadOptions:
         topic_pattern (str | None): Only topics matching this regular
             expression (``subscribePattern``).
         assign (frozenset | None): Only these ``(topic, partition)`` pairs.
+        filter_pushdown (bool): Let Spark push filters down to the read.
         storage (tuple): The ``s3.*`` options, as ``(lower-case name,
             value)`` pairs (see :doc:`the object storage guide
             </guide/object-storage>`).
@@ -124,6 +144,7 @@ class ReadOptions:
     topics: tuple = None            # subscribe
     topic_pattern: str = None       # subscribePattern
     assign: frozenset = None        # assign: {(topic, partition)}
+    filter_pushdown: bool = True
     storage: tuple = ()             # s3.* options: ((lower-case name, value), ...)
 
     def wants(self, topic, partition):
@@ -141,6 +162,7 @@ KNOWN = {
     "includeheaders", "kafka.isolation.level", "isolation.level", "failondataloss",
     "minpartitions", "maxrecordsperpartition", "maxbytesperpartition", "maxbatchbytes",
     "verifycrc", "oncorruptdata", "corruptdatareport", "subscribe", "subscribepattern", "assign",
+    "filterpushdown",
 }
 
 
@@ -170,7 +192,9 @@ def parse_options(options):
     - kcodec's own: ``verifyCrc`` (default true), ``onCorruptData``
       (``fail``, the default, or ``skip``), ``corruptDataReport`` (a
       directory for the skip reports), ``maxBytesPerPartition`` (128 MiB),
-      ``maxBatchBytes`` (8 MiB of log per Arrow batch).
+      ``maxBatchBytes`` (8 MiB of log per Arrow batch), ``filterPushdown``
+      (default true: filters on topic, partition, offset and timestamp
+      narrow what is read, where Spark pushes them down).
 
     Other ``kafka.*`` options are accepted and ignored.
 
@@ -193,12 +217,12 @@ def parse_options(options):
     # timestamps, then offsets.
     for side, default in (("starting", EARLIEST), ("ending", LATEST)):
         if f"{side}timestamp" in opts:
-            kw[side] = _offset_spec(f"{side}Timestamp", opts[f"{side}timestamp"], None, True)
+            kw[side] = parse_offset_spec(f"{side}Timestamp", opts[f"{side}timestamp"], None, True)
         elif f"{side}offsetsbytimestamp" in opts:
-            kw[side] = _offset_spec(f"{side}OffsetsByTimestamp",
+            kw[side] = parse_offset_spec(f"{side}OffsetsByTimestamp",
                                     opts[f"{side}offsetsbytimestamp"], None, True)
         elif f"{side}offsets" in opts:
-            kw[side] = _offset_spec(f"{side}Offsets", opts[f"{side}offsets"], default)
+            kw[side] = parse_offset_spec(f"{side}Offsets", opts[f"{side}offsets"], default)
     starting, ending = kw.get("starting"), kw.get("ending")
     if starting is not None and not starting.timestamps and LATEST in (
             starting.default, *starting.per_partition.values()):
@@ -212,14 +236,14 @@ def parse_options(options):
             raise ValueError("startingOffsetsByTimestampStrategy must be error or latest")
         kw["starting_by_timestamp_strategy"] = strategy
     if "includeheaders" in opts:
-        kw["include_headers"] = _bool("includeHeaders", opts["includeheaders"])
+        kw["include_headers"] = parse_bool("includeHeaders", opts["includeheaders"])
     level = opts.get("kafka.isolation.level", opts.get("isolation.level"))
     if level is not None:
         if level.lower() not in ISOLATION_LEVELS:
             raise ValueError(f"isolation level must be one of {ISOLATION_LEVELS}, not {level!r}")
         kw["isolation"] = level.lower()
     if "failondataloss" in opts:
-        kw["fail_on_data_loss"] = _bool("failOnDataLoss", opts["failondataloss"])
+        kw["fail_on_data_loss"] = parse_bool("failOnDataLoss", opts["failondataloss"])
     for name, key in (("minPartitions", "min_partitions"),
                       ("maxRecordsPerPartition", "max_records_per_partition"),
                       ("maxBytesPerPartition", "max_bytes_per_partition"),
@@ -227,7 +251,7 @@ def parse_options(options):
         if name.lower() in opts:
             kw[key] = _positive_int(name, opts[name.lower()])
     if "verifycrc" in opts:
-        kw["verify_crc"] = _bool("verifyCrc", opts["verifycrc"])
+        kw["verify_crc"] = parse_bool("verifyCrc", opts["verifycrc"])
     if "oncorruptdata" in opts:
         policy = opts["oncorruptdata"].lower()
         if policy not in CORRUPT_POLICIES:
@@ -235,6 +259,8 @@ def parse_options(options):
         kw["on_corrupt_data"] = policy
     if "corruptdatareport" in opts:
         kw["corrupt_data_report"] = opts["corruptdatareport"]
+    if "filterpushdown" in opts:
+        kw["filter_pushdown"] = parse_bool("filterPushdown", opts["filterpushdown"])
     if "subscribe" in opts:
         kw["topics"] = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
     if "subscribepattern" in opts:

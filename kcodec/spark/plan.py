@@ -10,6 +10,7 @@ from pyspark.sql.datasource import InputPartition
 
 from ..log.partition import parse_partition_dir
 from .files import RemoteSegment, open_partition, partition_dirs
+from .filters import Pushdown
 from .options import EARLIEST, LATEST
 
 
@@ -41,6 +42,9 @@ class Split(InputPartition):
         end_offset (int): Offset to stop before.
         aborted (tuple | None): The ``AbortedTxn`` of the segment's range for
             ``read_committed``; None for ``read_uncommitted``.
+        min_timestamp (int | None): Batches whose max timestamp (ms) is below
+            this are not decoded (a pushed-down timestamp filter); None: all
+            are.
     """
     id: int
     topic: str
@@ -55,6 +59,7 @@ class Split(InputPartition):
     start_offset: int
     end_offset: int
     aborted: tuple              # AbortedTxn of the segment's range; None: read_uncommitted
+    min_timestamp: int = None   # skip batches older than this (ms); None: skip none
 
     @property
     def source(self):
@@ -225,7 +230,7 @@ class _Piece:
         return left, right
 
 
-def plan(paths, options):
+def plan(paths, options, pushdown=None):
     """Plan a read: one split per segment, large segments cut at the byte
     positions their ``.index`` names (where batches start), so every batch is
     read by exactly one task.
@@ -234,6 +239,10 @@ def plan(paths, options):
         paths: Partition directories, globs of them, or ``log.dirs`` roots,
             as paths or URIs of any filesystem pyarrow reaches.
         options: The :class:`ReadOptions` of the read.
+        pushdown: The :class:`~kcodec.spark.filters.Pushdown` of filters
+            Spark pushed down, or None: partitions they exclude are not
+            opened, offsets narrowed to theirs and, for a timestamp lower
+            bound, started where the ``.timeindex`` says it is reached.
 
     Returns:
         tuple: The list of :class:`Split` objects, and a ``PartitionPlan``
@@ -245,18 +254,20 @@ def plan(paths, options):
             ``failOnDataLoss`` is true.
         ValueError: For offsets or timestamps that cannot be resolved.
     """
+    pushdown = pushdown if pushdown is not None else Pushdown()
     pieces, partitions = [], []
     for fs, directory in partition_dirs(paths, options.storage):
         topic, partition = parse_partition_dir(directory)
-        if not options.wants(topic, partition):
+        if not options.wants(topic, partition) or not pushdown.wants(topic, partition):
             continue
         log = open_partition(fs, directory, verify_crc=options.verify_crc)
-        start, end = resolve_bounds(log, options)
+        start, end = _pushed_bounds(log, *resolve_bounds(log, options), pushdown)
         partitions.append(PartitionPlan(topic, partition, directory, start, end,
                                         log.start_offset, log.end_offset))
         if start >= end:
             continue
-        aborted = log.aborted_transactions() if options.isolation == "read_committed" else None
+        aborted = (log.aborted_transactions(start) if options.isolation == "read_committed"
+                   else None)
         for seg, first, last, at_file_end, positions, lower, last_offset in _segment_pieces(
                 log, start, end, options):
             seg_aborted = None
@@ -275,8 +286,19 @@ def plan(paths, options):
                     last_offset=offset_at[b], log=log, start=start, end=end,
                     aborted=seg_aborted))
     pieces = _at_least(pieces, options.min_partitions or 0)
-    splits = [_split(i, p, options) for i, p in enumerate(pieces)]
+    splits = [_split(i, p, options, pushdown.min_timestamp) for i, p in enumerate(pieces)]
     return splits, partitions
+
+
+def _pushed_bounds(log, start, end, pushdown):
+    """[start, end) of a partition narrowed by the pushed-down filters: their
+    offset bounds, then the first offset whose timestamp reaches their
+    timestamp lower bound (all before it are older)."""
+    start, end = pushdown.offsets(start, end)
+    if pushdown.min_timestamp is not None and start < end:
+        reached = log.offset_for_timestamp(pushdown.min_timestamp)
+        start = min(end, max(start, end if reached is None else reached))
+    return start, end
 
 
 def _at_least(pieces, count):
@@ -302,7 +324,7 @@ def _at_least(pieces, count):
     return sorted(pieces, key=lambda p: (p.log.directory, p.seg.base_offset, p.first))
 
 
-def _split(i, piece, options):
+def _split(i, piece, options, min_timestamp):
     seg, log = piece.seg, piece.log
     chunks = _cut(piece.positions, piece.lower, piece.first, piece.last, piece.first_offset,
                   piece.last_offset, options.max_batch_bytes, None)[1:-1]
@@ -311,4 +333,5 @@ def _split(i, piece, options):
         id=i, topic=log.topic, partition=log.partition,
         filesystem=getattr(seg, "fs", None), path=remote or seg.log_path,
         start=piece.first, end=piece.last, at_file_end=piece.at_file_end, chunks=tuple(chunks),
-        start_offset=piece.start, end_offset=piece.end, aborted=piece.aborted)
+        start_offset=piece.start, end_offset=piece.end, aborted=piece.aborted,
+        min_timestamp=min_timestamp)

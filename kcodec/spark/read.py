@@ -11,6 +11,14 @@ from ..errors import KafkaFormatError, ObjectStoreError, located
 from ..log.segment import Segment, released
 from ..log.transactions import fetch_aborted
 from ..log.verify import scan
+from ..records import read_batches
+from .plan import DataLossError, Split
+from .schema import arrow_schema, to_spark_arrow
+
+MAGIC_V2 = 2        # record batches, whose header holds their max timestamp
+
+# The name the broker gives a segment retention is about to remove.
+DELETED_SUFFIX = ".deleted"
 
 log = logging.getLogger("kcodec.spark")
 
@@ -23,12 +31,15 @@ class SplitReport:
         split (str): The split's name.
         rows (int): Rows produced.
         log_bytes (int): Log bytes read.
+        decoded_bytes (int): Log bytes handed to the decoder: ``log_bytes``
+            less the batches a pushed-down timestamp filter skipped.
         skipped (list): ``(file, start, end, message)`` of each byte range
             skipped (``onCorruptData=skip``).
     """
     split: str
     rows: int = 0
     log_bytes: int = 0
+    decoded_bytes: int = 0
     skipped: list = field(default_factory=list)     # (file, start, end, message)
 
     @property
@@ -47,6 +58,30 @@ class _Chunk:
         return memoryview(self.data)[start:end]
 
 
+def _segment_file(path):
+    """The segment file, or its ``.deleted`` name: retention renames a
+    segment file.delete.delay.ms (a minute by default) before removing it,
+    and a split planned before the rename still reads it there."""
+    if os.path.exists(path) or not os.path.exists(path + DELETED_SUFFIX):
+        return path
+    return path + DELETED_SUFFIX
+
+
+def _gone(split, options):
+    """Whether a local split's segment was removed after the read was
+    planned: a DataLossError unless failOnDataLoss is false (then the split
+    reads nothing, and says so)."""
+    if split.filesystem is not None or os.path.exists(_segment_file(split.path)):
+        return False
+    message = (f"{split.path}: the segment was deleted (retention) after the read was "
+               f"planned: offsets {split.start_offset}..{split.end_offset - 1} of "
+               f"{split.topic}-{split.partition} from byte {split.start} on are gone")
+    if options.fail_on_data_loss:
+        raise DataLossError(message + " (set failOnDataLoss=false to skip them)")
+    log.warning("kafka-log: %s; skipped", message)
+    return True
+
+
 class _Source:
     """Byte ranges of a segment file: slices of a read-only map on the local
     disk, reads through pyarrow elsewhere."""
@@ -55,7 +90,7 @@ class _Source:
         self.split = split
         store = split.filesystem
         if store is None:
-            self.segment, self.file = Segment(split.path), None
+            self.segment, self.file = Segment(_segment_file(split.path)), None
         else:
             with store.errors(split.path, "opening"):
                 self.segment, self.file = None, store.fs.open_input_file(split.path)
@@ -104,15 +139,22 @@ def read_split(split, options, report=None):
     """
     report = report if report is not None else SplitReport(split.name)
     bounds = [split.start, *split.chunks, split.end]
+    if _gone(split, options):
+        return
     source = _Source(split)
     try:
         for a, b in zip(bounds, bounds[1:]):
             try:
                 with released(source.read(a, b)) as view:
                     final = split.at_file_end and b == split.end
-                    for table in _decode_chunk(view, a, final, split, options, report):
-                        report.rows += table.num_rows
-                        yield table
+                    for start, end in _recent_runs(view, final, split.min_timestamp):
+                        last = final and end == len(view)
+                        with released(view[start:end]) as part:
+                            for table in _decode_chunk(part, a + start, last, split, options,
+                                                       report):
+                                report.rows += table.num_rows
+                                yield table
+                        report.decoded_bytes += end - start
                     report.log_bytes += b - a
             finally:
                 source.done_with(a, b)
@@ -120,6 +162,51 @@ def read_split(split, options, report=None):
         source.close()
         if report.skipped:
             _report_skips(report, options)
+
+
+def _recent_runs(view, final, min_timestamp):
+    """The byte ranges of `view` to decode: all of it, or, given a timestamp
+    floor, its runs of batches less the v2 data batches whose max timestamp
+    is below it (control batches stay: read_committed needs the markers).
+    Headers only are read; where they do not parse, all of it, for the
+    decoder to report or skip as ``onCorruptData`` says."""
+    if min_timestamp is None:
+        return [(0, len(view))]
+    runs = []
+    try:
+        for batch in read_batches(view, verify_crc=False, partial="stop" if final else "error"):
+            if batch.magic == MAGIC_V2 and not batch.is_control and (
+                    batch.max_timestamp < min_timestamp):
+                continue
+            end = batch.position + batch.size
+            if runs and runs[-1][1] == batch.position:
+                runs[-1][1] = end
+            else:
+                runs.append([batch.position, end])
+    except KafkaFormatError:
+        return [(0, len(view))]
+    return [tuple(run) for run in runs]
+
+
+def spark_batches(split, options, schema):
+    """The Arrow record batches of a split as a Spark reader of the
+    ``kafka-log`` source (batch or stream) yields them.
+
+    Args:
+        split: A :class:`Split`, or Spark's stand-in for an empty read
+            (nothing is yielded).
+        options: The :class:`ReadOptions` of the read.
+        schema: The schema Spark resolved.
+
+    Yields:
+        pyarrow.RecordBatch: :func:`read_split`'s rows in ``schema``'s types.
+    """
+    if not isinstance(split, Split):
+        return
+    target = arrow_schema(schema)
+    for table in read_split(split, options):
+        if table.num_rows:
+            yield from to_spark_arrow(table, target).to_batches()
 
 
 def _decode_options(split, options, view, final):

@@ -19,6 +19,8 @@ LOG4J_PROPERTY = "log4j2.configurationFile"
 # incubator modules: ...", and on newer JDKs the blocks on restricted or
 # deprecated methods, every line of which starts so.
 JVM_NOTE = b"WARNING: "
+# Off by default in Spark; while off, no filter reaches a Python data source.
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def local_session(master="local[*]", app_name="kcodec spark-convert", verbose=False, **conf):
@@ -26,7 +28,9 @@ def local_session(master="local[*]", app_name="kcodec spark-convert", verbose=Fa
     import the same kcodec), or the one `spark.pyspark.python` names, with
     the Spark settings in `conf`. One that starts a JVM logs only errors and
     leaves out the JVM's startup notes, unless `verbose`; a session already
-    running is returned as it is."""
+    running is returned as it is. Filter pushdown to Python data sources is
+    on unless `conf` or the session says otherwise
+    (:func:`enable_filter_pushdown`)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -45,10 +49,26 @@ def local_session(master="local[*]", app_name="kcodec spark-convert", verbose=Fa
     for key, value in settings.items():
         builder = builder.config(key, value)
     if not quiet:
-        return builder.getOrCreate()
+        return enable_filter_pushdown(builder.getOrCreate())
     with jvm_notes_left_out():
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    return enable_filter_pushdown(spark)
+
+
+def enable_filter_pushdown(spark):
+    """Let Spark push filters down to Python data sources (the
+    ``kafka-log`` source narrows its read with them), unless the session
+    sets ``spark.sql.python.filterPushdown.enabled`` already.
+
+    Args:
+        spark: A ``SparkSession``.
+
+    Returns:
+        The same session.
+    """
+    if spark.conf.get(FILTER_PUSHDOWN_CONF, None) is None:
+        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     return spark
 
 

@@ -2,10 +2,11 @@
 spark.read.format("kafka") would read the topic from a broker."""
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
-from .options import load_paths, parse_options
-from .plan import Split, plan
-from .read import read_split
-from .schema import arrow_schema, kafka_schema, to_spark_arrow
+from .filters import push_filters, pushdown_planning
+from .options import load_paths, parse_bool, parse_options
+from .plan import plan
+from .read import spark_batches
+from .schema import kafka_schema
 
 
 class KafkaLogDataSource(DataSource):
@@ -26,7 +27,10 @@ class KafkaLogDataSource(DataSource):
     def schema(self):
         """Spark's Kafka source schema (:func:`kafka_schema`), with headers
         when ``includeHeaders`` is true."""
-        return kafka_schema(parse_options(self.options).include_headers)
+        # Only includeHeaders shapes the schema; the other options are checked
+        # by the batch or the stream reader, whose rules differ.
+        given = {str(k).lower(): v for k, v in dict(self.options).items()}
+        return kafka_schema(parse_bool("includeHeaders", given.get("includeheaders", "false")))
 
     def reader(self, schema):
         """The reader Spark plans and runs the read with.
@@ -34,21 +38,60 @@ class KafkaLogDataSource(DataSource):
         Args:
             schema: The schema Spark resolved.
         """
-        return KafkaLogReader(load_paths(self.options), parse_options(self.options), schema)
+        options = parse_options(self.options)
+        # Only Spark's pushdown planner may be handed a reader with
+        # pushFilters: its other planner refuses one while
+        # spark.sql.python.filterPushdown.enabled is false.
+        pushing = options.filter_pushdown and pushdown_planning()
+        reader = KafkaLogPushdownReader if pushing else KafkaLogReader
+        return reader(load_paths(self.options), options, schema)
 
 
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, paths, options, schema):
+    """The batch reader of the ``"kafka-log"`` source: a split per segment
+    (or piece of one), decoded by :func:`read_split`.
+
+    Args:
+        paths: The paths given to ``load()``.
+        options: The :class:`ReadOptions` of the read.
+        schema: The schema Spark resolved.
+        pushdown: The :class:`~kcodec.spark.filters.Pushdown` of filters
+            pushed down, or None.
+    """
+
+    def __init__(self, paths, options, schema, pushdown=None):
         self.paths, self.options, self.schema = paths, options, schema
+        self.pushdown = pushdown
 
     def partitions(self):
-        splits, _ = plan(self.paths, self.options)
+        """The read's splits (:func:`plan`), narrowed by the filters pushed
+        down."""
+        splits, _ = plan(self.paths, self.options, self.pushdown)
         return splits
 
     def read(self, split):
-        if not isinstance(split, Split):    # Spark's stand-in when nothing is to be read
-            return
-        target = arrow_schema(self.schema)
-        for table in read_split(split, self.options):
-            if table.num_rows:
-                yield from to_spark_arrow(table, target).to_batches()
+        """The Arrow record batches of one split.
+
+        Args:
+            split: A :class:`Split` of :meth:`partitions`.
+        """
+        return spark_batches(split, self.options, self.schema)
+
+
+class KafkaLogPushdownReader(KafkaLogReader):
+    """The reader Spark's filter pushdown planner gets: a
+    :class:`KafkaLogReader` that takes filters on topic, partition, offset
+    and timestamp (see :mod:`kcodec.spark.filters`)."""
+
+    def pushFilters(self, filters):
+        """Keep what the filters let the read skip.
+
+        Args:
+            filters: The filters Spark pushes down (their AND).
+
+        Returns:
+            list: Those Spark must still evaluate (all but the exact topic,
+            partition and offset ones).
+        """
+        self.pushdown, remaining = push_filters(filters)
+        return remaining
