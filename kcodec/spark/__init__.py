@@ -19,6 +19,7 @@ from .read import SplitReport, read_skip_reports, read_split  # noqa: E402
 from .schema import arrow_schema, kafka_schema, record_schema, to_spark_arrow  # noqa: E402
 from .session import enable_filter_pushdown  # noqa: E402
 from .source import KafkaLogDataSource  # noqa: E402
+from .stream import KafkaLogStreamReader  # noqa: E402
 
 
 def register(spark):
@@ -42,7 +43,7 @@ def register(spark):
 
 
 __all__ = [
-    "register", "KafkaLogDataSource", "kafka_schema", "record_schema", "arrow_schema",
+    "register", "KafkaLogDataSource", "KafkaLogStreamReader", "kafka_schema", "record_schema", "arrow_schema",
     "to_spark_arrow", "ReadOptions", "parse_options", "plan", "Split", "DataLossError",
     "read_split", "SplitReport", "read_skip_reports", "decode_record_sets", "explode_records",
     "record_set_decoder", "decode_udf", "make_decode_udf", "records_type",

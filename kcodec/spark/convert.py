@@ -64,7 +64,7 @@ import pyarrow.parquet as pq
 
 from .files import filesystem_of
 from .storage import Store
-from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, offsets_json, parse_offsets
 from .plan import DataLossError, plan
 from .read import SplitReport, read_split
 from .schema import arrow_schema, kafka_schema, to_spark_arrow
@@ -515,21 +515,6 @@ def _remove_dir(fs, directory):
 
 # ------------------------------------------------------ incremental runs
 
-def spark_offsets(offsets):
-    """{(topic, partition): offset} as Spark's Kafka-source JSON object,
-    ``{"topic": {"partition": offset}}``."""
-    out = {}
-    for (topic, partition), offset in sorted(offsets.items()):
-        out.setdefault(topic, {})[str(partition)] = offset
-    return out
-
-
-def parse_spark_offsets(obj):
-    """The inverse of :func:`spark_offsets`."""
-    return {(topic, int(partition)): int(offset)
-            for topic, partitions in obj.items() for partition, offset in partitions.items()}
-
-
 def _store_of(uri, options):
     store, path = filesystem_of(uri, options.storage)
     return store or Store(pafs.LocalFileSystem()), path
@@ -719,8 +704,8 @@ class _Incremental:
             raise CheckpointError(f"{self.cp_store.uri(path)}: not an offsets file of "
                                   f"spark-convert ({LOG_FORMAT})")
         about = json.loads(about)
-        return (about["job"], parse_spark_offsets(about["start"]),
-                parse_spark_offsets(json.loads(ends)))
+        return (about["job"], parse_offsets(about["start"]),
+                parse_offsets(json.loads(ends)))
 
     def _plan(self, options, requested):
         """Plan a run; (splits, start and end offsets per partition, data
@@ -752,11 +737,11 @@ class _Incremental:
             return None
         job = new_job_id()
         ends = {**(previous or {}), **end}
-        about = dict(run=number, job=job, start=spark_offsets(start))
+        about = dict(run=number, job=job, start=offsets_json(start))
         path = self._log(OFFSETS_LOG, number)
         with self.cp_store.errors(path, "writing the checkpoint"):
             _write_whole(self.cp_store, path, "\n".join(
-                [LOG_FORMAT, json.dumps(about), json.dumps(spark_offsets(ends))]).encode())
+                [LOG_FORMAT, json.dumps(about), json.dumps(offsets_json(ends))]).encode())
         report = RunReport(number, job, ranges, new, loss)
         self._execute(report, splits, start, end)
         return report
@@ -821,8 +806,8 @@ class _Incremental:
         file too, so that its schema reads."""
         fs, out = self.store.fs, self.out_path
         done = manifest(job, out, self.compression, results, self.options)
-        done.update(run=number, checkpoint=self.metadata["id"], start=spark_offsets(start),
-                    end=spark_offsets(end), empty=None)
+        done.update(run=number, checkpoint=self.metadata["id"], start=offsets_json(start),
+                    end=offsets_json(end), empty=None)
         so_far = _read_json(fs, f"{out}/{MANIFEST}")
         if not done["files"] and not (so_far and so_far["files"]):
             done["empty"] = f"part-empty-{job}.parquet"

@@ -46,6 +46,16 @@ class KafkaLogDataSource(DataSource):
         reader = KafkaLogPushdownReader if pushing else KafkaLogReader
         return reader(load_paths(self.options), options, schema)
 
+    def streamReader(self, schema):
+        """The reader of ``spark.readStream.format("kafka-log")``: the
+        :class:`~kcodec.spark.stream.KafkaLogStreamReader` of the options.
+
+        Args:
+            schema: The schema Spark resolved.
+        """
+        from .stream import KafkaLogStreamReader
+        return KafkaLogStreamReader(load_paths(self.options), self.options, schema)
+
 
 class KafkaLogReader(DataSourceReader):
     """The batch reader of the ``"kafka-log"`` source: a split per segment
