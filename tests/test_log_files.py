@@ -7,7 +7,9 @@ import shutil
 import struct
 
 import crc32c
+import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import kcodec
 from kcodec import CorruptIndexError
@@ -312,3 +314,18 @@ def test_seek_through_a_lying_index_entry_is_a_typed_error(tmp_path, log_dir):
     report = log.verify()
     assert not report
     assert any(p.file == seg.index_path and p.position == at for p in report)
+
+
+@given(used=st.lists(st.integers(0, 5), max_size=40), zeros=st.integers(0, 40),
+       preallocated=st.booleans())
+@settings(max_examples=500, deadline=None)
+def test_the_used_entries_end_at_the_first_zero_after_the_first(used, zeros, preallocated):
+    """Bisection (for a broker's preallocated 10 MiB .index) finds what a scan
+    for the first zero relative offset after the first entry finds, on
+    increasing entries and on corrupt ones alike."""
+    from kcodec.log.indexes import _first_zero_after_first
+    if preallocated:
+        used = sorted(set(used))
+    relative = np.array(used + [0] * zeros, dtype=">i4")
+    zero_at = [i for i, r in enumerate(relative) if i > 0 and r == 0]
+    assert _first_zero_after_first(relative) == (zero_at[0] if zero_at else len(relative))

@@ -84,11 +84,29 @@ def _used(entries, zero_first_entry_is_padding=True):
     (the broker never writes that entry: its first .index entry follows an
     append, so its position is > 0). kafka-dump-log prints it all the same:
     `zero_first_entry_is_padding=False`."""
-    tail = np.flatnonzero(entries["relative_offset"][1:] == 0)
-    used = entries[:tail[0] + 1] if len(tail) else entries
+    used = entries[:_first_zero_after_first(entries["relative_offset"])]
     if zero_first_entry_is_padding and len(used) == 1 and not used.tobytes().strip(b"\0"):
         return used[:0]
     return used
+
+
+def _first_zero_after_first(relative):
+    """Where the zeros after the first entry begin (len(relative) when none
+    do). A broker's active .index is preallocated (10 MiB of zeros): the
+    used entries, in increasing order, are found by bisection and then
+    checked to hold no zero, and only where they do (a corrupt index) is
+    every entry scanned."""
+    rest = relative[1:]
+    low, high = 0, len(rest)
+    while low < high:           # the first zero, were the zeros all at the end
+        middle = (low + high) // 2
+        if rest[middle] == 0:
+            high = middle
+        else:
+            low = middle + 1
+    if not (rest[:low] == 0).any():
+        return min(low + 1, len(relative))     # rest[low] is the first zero, or none is
+    return int(np.flatnonzero(rest == 0)[0]) + 1
 
 
 def _first_bad(mask):
