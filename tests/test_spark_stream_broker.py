@@ -121,18 +121,28 @@ class CommittedReader(threading.Thread):
                              "isolation.level": "read_committed",
                              "enable.partition.eof": True, "log_level": 0})
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        at_end = set()
+        following = {p: OFFSET_BEGINNING for p in range(PARTITIONS)}
+        at_end, targets = {}, None       # partition -> offset its end-of-partition event gave
         try:
-            while not (self.finish.is_set() and len(at_end) == PARTITIONS):
+            while targets is None or any(at_end.get(p, -1) < t for p, t in enumerate(targets)):
+                if targets is None and self.finish.is_set():
+                    # Told to finish once no transaction is open: read up to each
+                    # partition's last stable offset then, from a fresh fetch
+                    # (an end already reached is not announced again).
+                    targets = [watermarks(self.broker, TOPIC, "read_committed", p)[1]
+                               for p in range(PARTITIONS)]
+                    at_end.clear()
+                    consumer.assign([TopicPartition(TOPIC, p, offset)
+                                     for p, offset in following.items()])
                 for message in consumer.consume(1000, timeout=0.5):
                     error = message.error()
                     if error is not None:
                         if error.code() != KafkaError._PARTITION_EOF:
                             raise RuntimeError(f"{TOPIC}: {error}")
-                        if self.finish.is_set():
-                            at_end.add(message.partition())
+                        at_end[message.partition()] = message.offset()
                         continue
-                    at_end.discard(message.partition())
+                    at_end.pop(message.partition(), None)
+                    following[message.partition()] = message.offset() + 1
                     ts_type, timestamp = message.timestamp()
                     assert CONFLUENT_TIMESTAMP_TYPES[ts_type] == "CreateTime"
                     self.rows.append((message.partition(), message.offset(), timestamp,
