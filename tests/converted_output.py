@@ -14,21 +14,10 @@ def committed_output(out, filesystem=None):
     """(manifest, table of the files it names) of the output at `out`."""
     filesystem = filesystem or pafs.LocalFileSystem()
     out = str(out)
-    listed = {i.path[len(out) + 1:]: i.size for i in filesystem.get_file_info(
-        pafs.FileSelector(out, recursive=True)) if i.type == pafs.FileType.File}
-    # S3Proxy's filesystem backend lists the directories it keeps keys in as
-    # objects too: what another key lies below is one of those.
-    listed = {k: size for k, size in listed.items()
-              if not any(other.startswith(k + "/") for other in listed)}
-    with filesystem.open_input_stream(f"{out}/{MANIFEST}") as f:
-        manifest = json.loads(f.read())
-    named = {f["path"]: f["bytes"] for f in manifest["files"]}
-    assert sorted(listed) == sorted([*named, MANIFEST, SUCCESS])
-    assert {path: listed[path] for path in named} == named
-    table = ds.dataset([f"{out}/{path}" for path in sorted(named)], filesystem=filesystem,
-                       format="parquet", partitioning="hive", partition_base_dir=out).to_table()
-    assert table.num_rows == manifest["rows"] == sum(f["rows"] for f in manifest["files"])
-    return manifest, table
+    listed = _listing(out, filesystem)
+    manifest = _read_json(filesystem, f"{out}/{MANIFEST}")
+    assert sorted(listed) == sorted([*_named(manifest), MANIFEST, SUCCESS])
+    return manifest, _table(out, filesystem, listed, manifest)
 
 
 def committed_runs(out, filesystem=None):
@@ -39,24 +28,44 @@ def committed_runs(out, filesystem=None):
     from kcodec.spark.convert import RUN_MANIFESTS
     filesystem = filesystem or pafs.LocalFileSystem()
     out = str(out)
-    listed = {i.path[len(out) + 1:]: i.size for i in filesystem.get_file_info(
-        pafs.FileSelector(out, recursive=True)) if i.type == pafs.FileType.File}
-    listed = {k: size for k, size in listed.items()
-              if not any(other.startswith(k + "/") for other in listed)}
-    with filesystem.open_input_stream(f"{out}/{MANIFEST}") as f:
-        manifest = json.loads(f.read())
+    listed = _listing(out, filesystem)
+    manifest = _read_json(filesystem, f"{out}/{MANIFEST}")
     runs = [r["run"] for r in manifest["runs"]]
     assert runs == list(range(len(runs)))
-    named = {f["path"]: f["bytes"] for f in manifest["files"]}
     for run in runs:
-        with filesystem.open_input_stream(f"{out}/{RUN_MANIFESTS}/{run}.json") as f:
-            own = json.loads(f.read())
+        own = _read_json(filesystem, f"{out}/{RUN_MANIFESTS}/{run}.json")
         assert [dict(f, run=run) for f in own["files"]] == [
             f for f in manifest["files"] if f["run"] == run]
-    assert sorted(listed) == sorted([*named, *manifest["empty"], MANIFEST, SUCCESS,
+    assert sorted(listed) == sorted([*_named(manifest), *manifest["empty"], MANIFEST, SUCCESS,
                                      *(f"{RUN_MANIFESTS}/{run}.json" for run in runs)])
+    return manifest, _table(out, filesystem, listed, manifest)
+
+
+def _listing(out, filesystem):
+    """{path below `out`: size} of every file."""
+    listed = {i.path[len(out) + 1:]: i.size for i in filesystem.get_file_info(
+        pafs.FileSelector(out, recursive=True)) if i.type == pafs.FileType.File}
+    # S3Proxy's filesystem backend lists the directories it keeps keys in as
+    # objects too: what another key lies below is one of those.
+    return {k: size for k, size in listed.items()
+            if not any(other.startswith(k + "/") for other in listed)}
+
+
+def _read_json(filesystem, path):
+    with filesystem.open_input_stream(path) as f:
+        return json.loads(f.read())
+
+
+def _named(manifest):
+    return {f["path"]: f["bytes"] for f in manifest["files"]}
+
+
+def _table(out, filesystem, listed, manifest):
+    """The rows of the files the manifest names, after checking their sizes
+    and row counts against it."""
+    named = _named(manifest)
     assert {path: listed[path] for path in named} == named
     table = ds.dataset([f"{out}/{path}" for path in sorted(named)], filesystem=filesystem,
                        format="parquet", partitioning="hive", partition_base_dir=out).to_table()
     assert table.num_rows == manifest["rows"] == sum(f["rows"] for f in manifest["files"])
-    return manifest, table
+    return table
