@@ -28,7 +28,8 @@ def parse_bool(name, text):
     return lowered == "true"
 
 
-def _positive_int(name, text):
+def parse_positive_int(name, text):
+    """A positive integer option's value."""
     try:
         value = int(text)
     except ValueError:
@@ -249,7 +250,7 @@ def parse_options(options):
                       ("maxBytesPerPartition", "max_bytes_per_partition"),
                       ("maxBatchBytes", "max_batch_bytes")):
         if name.lower() in opts:
-            kw[key] = _positive_int(name, opts[name.lower()])
+            kw[key] = parse_positive_int(name, opts[name.lower()])
     if "verifycrc" in opts:
         kw["verify_crc"] = parse_bool("verifyCrc", opts["verifycrc"])
     if "oncorruptdata" in opts:

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows, Rea
 from ..log.partition import parse_partition_dir
 from .files import open_partition, partition_dirs
 from .options import (EARLIEST, LATEST, OffsetSpec, offsets_json, parse_offset_spec,
-                      parse_offsets, parse_options)
+                      parse_offsets, parse_options, parse_positive_int)
 from .plan import DataLossError, plan, resolve_bounds
 from .read import spark_batches
 
@@ -81,10 +81,7 @@ class StreamOptions:
         for name, attribute in (("maxOffsetsPerTrigger", "max_offsets"),
                                 ("minOffsetsPerTrigger", "min_offsets")):
             if name.lower() in stream:
-                value = int(stream[name.lower()])
-                if value < 1:
-                    raise ValueError(f"option {name} must be positive, not {value}")
-                setattr(self, attribute, value)
+                setattr(self, attribute, parse_positive_int(name, stream[name.lower()]))
         self.max_trigger_delay = duration_seconds(
             "maxTriggerDelay", stream.get("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY))
 
