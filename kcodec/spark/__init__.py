@@ -30,7 +30,7 @@ def register(spark):
     This call also turns on filter pushdown to Python data sources
     (``spark.sql.python.filterPushdown.enabled``) unless the session sets
     it already: filters on topic, partition, offset and timestamp then
-    narrow what is read.
+    narrow what reads with ``filterPushdown=true`` read.
 
     Args:
         spark: A ``SparkSession`` (PySpark 4.0 or later: Python Data Sources).

@@ -123,7 +123,8 @@ class ReadOptions:
         topic_pattern (str | None): Only topics matching this regular
             expression (``subscribePattern``).
         assign (frozenset | None): Only these ``(topic, partition)`` pairs.
-        filter_pushdown (bool): Let Spark push filters down to the read.
+        filter_pushdown (bool): Let Spark push filters down to the read
+            (``filterPushdown``, off by default).
         storage (tuple): The ``s3.*`` options, as ``(lower-case name,
             value)`` pairs (see :doc:`the object storage guide
             </guide/object-storage>`).
@@ -145,7 +146,7 @@ class ReadOptions:
     topics: tuple = None            # subscribe
     topic_pattern: str = None       # subscribePattern
     assign: frozenset = None        # assign: {(topic, partition)}
-    filter_pushdown: bool = True
+    filter_pushdown: bool = False
     storage: tuple = ()             # s3.* options: ((lower-case name, value), ...)
 
     def wants(self, topic, partition):
@@ -194,8 +195,9 @@ def parse_options(options):
       (``fail``, the default, or ``skip``), ``corruptDataReport`` (a
       directory for the skip reports), ``maxBytesPerPartition`` (128 MiB),
       ``maxBatchBytes`` (8 MiB of log per Arrow batch), ``filterPushdown``
-      (default true: filters on topic, partition, offset and timestamp
-      narrow what is read, where Spark pushes them down).
+      (default false; true: filters on topic, partition, offset and
+      timestamp narrow what is read, where Spark pushes them down; see the
+      Spark guide for the caveat that keeps it off by default).
 
     Other ``kafka.*`` options are accepted and ignored.
 
