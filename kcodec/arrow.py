@@ -12,6 +12,7 @@ from ._core.build import batch_starts, rows_from_arrow
 from ._core.columns import decode_columns, decode_parts, decode_record_set, record_schema
 from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from .errors import integer_option
+from .values import check_format, check_on_error, decode_column, with_decoded
 from .records import (
     _BATCH_COLUMNS, _RUN_TYPES, INT32_MAX, NO_TIMESTAMP, BatchReader, _check_numbering,
     _fixed_attributes, _runs, check_isolation, consumer_batches, offset_bounds, read_batches,
@@ -33,7 +34,8 @@ def schema(*, topic=False, partition=False, batch_columns=False, views=False):
 def decode(data, *, verify_crc=True, include_control=False, isolation="read_uncommitted",
            aborted=None, topic=None, partition=None, batch_columns=False,
            max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES, partial="stop", views=False,
-           start_offset=None, end_offset=None):
+           start_offset=None, end_offset=None, value_format=None, key_format=None, schemas=None,
+           value_schema=None, key_schema=None, on_value_error="fail"):
     """Decode a record set into a ``pyarrow.Table``, row for row what
     :func:`read_records` gives, with no Python object per record.
 
@@ -65,13 +67,42 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
         start_offset: The first offset returned (inclusive).
         end_offset: The offset to stop before (exclusive). Batches wholly
             outside the bounds are not decompressed.
+        value_format: ``None`` or ``"raw"``: ``value`` is binary. ``"avro"``:
+            Avro datums in the Confluent wire format (a magic byte 0, the
+            schema id, the datum), or unframed datums when ``value_schema``
+            is given and ``schemas`` is not. ``"json"``: JSON values, framed
+            (JSON Schema) when ``schemas`` is given, plain otherwise. ``value``
+            becomes a struct column (the reader schema's type, as Spark's
+            ``from_avro`` types it; see the guide's "Typed values"), followed
+            by ``valueSchemaId`` (int32, null when unframed).
+        key_format: The same for ``key`` (``keySchemaId``).
+        schemas: Where framed schema ids resolve: a mapping ``{id: schema}``
+            (Avro JSON text or its decoded JSON), a registry URL (Confluent's
+            REST API), a :class:`kcodec.SchemaRegistry`, or the path of a
+            registry's ``_schemas`` partition directory, read offline.
+        value_schema: The reader schema for values (Avro JSON; for JSON, a
+            JSON Schema or an Arrow type). None: the writer schema with the
+            highest id in the data (JSON without schemas: inferred).
+        key_schema: The same for keys.
+        on_value_error: ``"fail"``: a key or value that does not decode
+            raises :class:`kcodec.errors.ValueDecodeError`, naming its
+            offset and the byte in it. ``"null"``: it is null, and a
+            ``valueError`` (``keyError``) string column says why.
 
     Returns:
         pyarrow.Table: One row per record.
 
     Raises:
         KafkaFormatError: For input that breaks Kafka's format.
+        ValueDecodeError: For a key or value that does not decode, with
+            ``on_value_error="fail"`` (:class:`UnknownSchemaError` for a
+            schema id the source does not have).
+        SchemaError: For a schema kcodec cannot read with.
+        SchemaRegistryError: When the registry fails.
     """
+    value_format = check_format("value_format", value_format)
+    key_format = check_format("key_format", key_format)
+    check_on_error(on_value_error)
     options = dict(verify_crc=verify_crc, partial=partial,
                    max_decompressed_bytes=max_decompressed_bytes)
     topic, partition = _checked_topic_and_partition(topic, partition)
@@ -86,13 +117,34 @@ def decode(data, *, verify_crc=True, include_control=False, isolation="read_unco
     table = _with_topic_and_partition(table, topic, partition)
     if start_offset is not None or end_offset is not None:
         table = _offsets_within(table, start_offset, end_offset)
+    return typed_values(table, value_format=value_format, key_format=key_format,
+                        schemas=schemas, value_schema=value_schema, key_schema=key_schema,
+                        on_value_error=on_value_error)
+
+
+def typed_values(table, *, value_format="raw", key_format="raw", schemas=None,
+                 value_schema=None, key_schema=None, on_value_error="fail"):
+    """`table` (decode()'s columns) with its value and key columns decoded
+    as value_format and key_format ask (see :func:`decode`)."""
+    offsets = None
+    for name, fmt, reader in (("value", value_format, value_schema),
+                              ("key", key_format, key_schema)):
+        if fmt == "raw":
+            continue
+        if offsets is None:
+            offsets = table.column("offset").to_numpy()
+        decoded = decode_column(table.column(name), format=fmt, schemas=schemas,
+                                reader_schema=reader, on_error=on_value_error,
+                                offsets=offsets, column=name)
+        table = with_decoded(table, name, decoded)
     return table
 
 
 def decode_many(record_sets, *, verify_crc=True, include_control=False,
                 isolation="read_uncommitted", topic=None, partition=None, batch_columns=False,
                 max_decompressed_bytes=DEFAULT_MAX_DECOMPRESSED_BYTES, partial="stop",
-                views=False, first_index=0):
+                views=False, first_index=0, value_format=None, key_format=None, schemas=None,
+                value_schema=None, key_schema=None, on_value_error="fail"):
     """:func:`decode` of each of many record sets, into one table.
 
     One call into the core builds one table for all of them: many small
@@ -115,6 +167,12 @@ def decode_many(record_sets, *, verify_crc=True, include_control=False,
             the views of its own.
         first_index: The number of the first record set in errors (a list
             that goes on from another).
+        value_format: As in :func:`decode`.
+        key_format: As in :func:`decode`.
+        schemas: As in :func:`decode`.
+        value_schema: As in :func:`decode`.
+        key_schema: As in :func:`decode`.
+        on_value_error: As in :func:`decode`.
 
     Returns:
         tuple[pyarrow.Table, numpy.ndarray]: The rows of every record set,
@@ -128,6 +186,10 @@ def decode_many(record_sets, *, verify_crc=True, include_control=False,
     """
     if isinstance(record_sets, (bytes, bytearray, memoryview, pa.Buffer)):
         raise TypeError("decode_many takes an iterable of record sets; decode() takes one")
+    typed = dict(value_format=check_format("value_format", value_format),
+                 key_format=check_format("key_format", key_format), schemas=schemas,
+                 value_schema=value_schema, key_schema=key_schema,
+                 on_value_error=check_on_error(on_value_error))
     options = dict(verify_crc=verify_crc, partial=partial,
                    max_decompressed_bytes=max_decompressed_bytes)
     topic, partition = _checked_topic_and_partition(topic, partition)
@@ -146,7 +208,7 @@ def decode_many(record_sets, *, verify_crc=True, include_control=False,
             raise TypeError(f"record set {first_index + len(parts)}: {exc}") from None
         parts.append(_committed_batches(data, isolation, options) if committed else part)
     table, rows = decode_parts(parts, include_control, batch_columns, views, first_index)
-    return (_with_topic_and_partition(table, topic, partition),
+    return (typed_values(_with_topic_and_partition(table, topic, partition), **typed),
             np.array(rows, dtype=np.int64))
 
 

@@ -162,10 +162,141 @@ def _rebuild_store_error(cls, message, uri, endpoint):
     return cls(message, uri=uri, endpoint=endpoint)
 
 
+class ValueDecodeError(KafkaFormatError):
+    """A record's key or value that does not decode in the format asked for
+    (``value_format="avro"``, ``"json"``): a frame with the wrong magic byte
+    or too short for its header, a truncated or corrupt Avro datum, JSON that
+    does not parse or does not fit the schema.
+
+    ``.offset`` is the record's Kafka offset (its row in the input when no
+    offsets are known, ``.row``), ``.position`` the byte in the key or value
+    (counted from its first byte, the frame's magic byte when framed) where
+    decoding failed.
+
+    Args:
+        message: What is wrong.
+        column: ``"value"`` or ``"key"``.
+        row: The record's row in the input.
+        schema_id: The frame's schema id (None: unframed, or not read).
+        **where: ``position``, ``offset`` and ``source``, as for
+            :class:`KafkaFormatError`.
+
+    Attributes:
+        column (str): As above.
+        row (int | None): As above.
+        schema_id (int | None): As above.
+    """
+
+    def __init__(self, message, *, column="value", row=None, schema_id=None, **where):
+        self.column = column
+        self.row = row
+        self.schema_id = schema_id
+        super().__init__(message, **where)
+
+    def _describe(self):
+        where = []
+        if self.source is not None:
+            where.append(str(self.source))
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        elif self.row is not None:
+            where.append(f"row {self.row}")
+        if self.position is not None:
+            where.append(f"byte {self.position} of the {self.column}")
+        if self.schema_id is not None:
+            where.append(f"schema id {self.schema_id}")
+        return f"{self.message} (at {', '.join(where)})" if where else self.message
+
+
+class UnknownSchemaError(ValueDecodeError):
+    """A frame names a schema id that the schema source does not have."""
+
+
+class SchemaError(ValueError):
+    """A schema kcodec cannot decode with: not valid Avro (or JSON Schema), a
+    recursive type (Spark cannot type one either), or a writer schema that
+    Avro's resolution rules cannot read as the reader schema. The message
+    names the schema id (when known) and the field's path.
+
+    Attributes:
+        schema_id (int | None): The writer schema's id, when known.
+    """
+
+    def __init__(self, message, *, schema_id=None):
+        self.schema_id = schema_id
+        super().__init__(message if schema_id is None else f"{message} (schema id {schema_id})")
+
+    def __reduce__(self):
+        return (_rebuild_schema_error, (type(self), self.args[0], self.schema_id))
+
+
+def _rebuild_schema_error(cls, message, schema_id):
+    err = cls.__new__(cls)
+    ValueError.__init__(err, message)
+    err.schema_id = schema_id
+    return err
+
+
+class SchemaRegistryError(OSError):
+    """A schema registry failed or refused a request. Not a decoding error:
+    the message says what went wrong and names the registry's URL.
+
+    Args:
+        message: What is wrong, and where.
+        url: The registry's URL (None for an offline source).
+
+    Attributes:
+        url (str | None): As above.
+    """
+
+    def __init__(self, message, *, url=None):
+        super().__init__(message)
+        self.url = url
+
+    def __reduce__(self):
+        return (_rebuild_registry_error, (type(self), self.args[0], self.__dict__.copy()))
+
+    def __str__(self):
+        return self.args[0]
+
+
+class SchemaRegistryUnavailableError(SchemaRegistryError):
+    """Nothing answers at the registry's URL, the request timed out, TLS
+    failed, or the registry answered with a server error."""
+
+
+class SchemaRegistryAuthError(SchemaRegistryError):
+    """The registry refused the credentials (HTTP 401 or 403)."""
+
+
+class SchemaNotFoundError(SchemaRegistryError, LookupError):
+    """The source has no schema with this id (HTTP 404 from a registry; not
+    in a mapping or a ``_schemas`` log), or no such subject.
+
+    Attributes:
+        schema_id (int | None): The id asked for.
+        subject (str | None): The subject asked for.
+    """
+
+    def __init__(self, message, *, url=None, schema_id=None, subject=None):
+        super().__init__(message, url=url)
+        self.schema_id = schema_id
+        self.subject = subject
+
+
+def _rebuild_registry_error(cls, message, state):
+    err = cls.__new__(cls)
+    OSError.__init__(err, message)
+    err.__dict__.update(state)
+    return err
+
+
 __all__ = [
     "KafkaFormatError", "CorruptRecordError", "CrcMismatchError",
     "UnsupportedFormatError", "DecompressionError", "DecompressionLimitError",
-    "CorruptIndexError", "ObjectStoreError", "ObjectNotFoundError",
+    "CorruptIndexError", "ObjectStoreError", "ObjectNotFoundError", "ValueDecodeError",
+    "UnknownSchemaError", "SchemaError", "SchemaRegistryError", "SchemaRegistryUnavailableError",
+    "SchemaRegistryAuthError", "SchemaNotFoundError",
 ]
 
 

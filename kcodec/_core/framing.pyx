@@ -1,0 +1,79 @@
+# The Confluent wire format's headers, for a whole binary column in one pass
+# (kcodec/values/framing.py says what they are and what the statuses mean).
+cimport cython
+from libc.stdint cimport uint8_t, int8_t, int32_t, int64_t, uint32_t
+
+import numpy as np
+
+ctypedef fused offset_t:
+    int32_t
+    int64_t
+
+cdef enum:
+    HEADER_BYTES = 5
+    MAGIC_BYTE = 0
+    NO_SCHEMA_ID = -1
+    STATUS_DATUM = 0
+    STATUS_NULL = 1
+    STATUS_SHORT = 2
+    STATUS_BAD_MAGIC = 3
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def split_frames(const uint8_t[::1] data, const offset_t[::1] offsets, valid_bitmap,
+                 Py_ssize_t bit_offset, bint framed):
+    """(starts, ends, value_starts, ids, status) of the rows whose bounds are
+    offsets[i]:offsets[i + 1] in data; valid_bitmap (Arrow's validity, from
+    bit bit_offset; None: no nulls) says which are null."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1
+    if n < 0:
+        raise ValueError("offsets need at least one value")
+    starts_array = np.empty(n, np.int64)
+    ends_array = np.empty(n, np.int64)
+    value_starts_array = np.empty(n, np.int64)
+    ids_array = np.full(n, NO_SCHEMA_ID, np.int32)
+    status_array = np.empty(n, np.int8)
+    cdef int64_t[::1] starts = starts_array
+    cdef int64_t[::1] ends = ends_array
+    cdef int64_t[::1] value_starts = value_starts_array
+    cdef int32_t[::1] ids = ids_array
+    cdef int8_t[::1] status = status_array
+    cdef const uint8_t[::1] bits
+    cdef const uint8_t* valid = NULL
+    cdef const uint8_t* base = &data[0] if data.shape[0] else NULL
+    cdef Py_ssize_t i, size = data.shape[0]
+    cdef int64_t begin, end
+    cdef uint32_t header
+    if valid_bitmap is not None:
+        bits = valid_bitmap
+        if (bit_offset + n + 7) >> 3 > bits.shape[0]:
+            raise ValueError("the validity bitmap is shorter than the rows")
+        valid = &bits[0]
+    for i in range(n):
+        begin = offsets[i]
+        end = offsets[i + 1]
+        if not 0 <= begin <= end <= size:
+            raise ValueError(f"row {i}: offsets {begin}..{end} outside the data")
+    with nogil:
+        for i in range(n):
+            begin = offsets[i]
+            end = offsets[i + 1]
+            starts[i] = begin
+            ends[i] = end
+            value_starts[i] = begin
+            if valid != NULL and not (valid[(bit_offset + i) >> 3] >> ((bit_offset + i) & 7)) & 1:
+                status[i] = STATUS_NULL
+            elif not framed:
+                status[i] = STATUS_DATUM
+            elif end - begin < HEADER_BYTES:
+                status[i] = STATUS_SHORT
+            elif base[begin] != MAGIC_BYTE:
+                status[i] = STATUS_BAD_MAGIC
+            else:
+                header = ((<uint32_t>base[begin + 1] << 24) | (<uint32_t>base[begin + 2] << 16)
+                          | (<uint32_t>base[begin + 3] << 8) | base[begin + 4])
+                ids[i] = <int32_t>header
+                starts[i] = begin + HEADER_BYTES
+                status[i] = STATUS_DATUM
+    return starts_array, ends_array, value_starts_array, ids_array, status_array
