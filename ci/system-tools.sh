@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # System tools the test suite needs beyond Python: a JDK and Maven (the Kafka
-# broker of the broker tests and its jars, Spark) and tcpdump (the capture
-# test). Installs with apt-get only what is missing, so a second run does
-# nothing; without root it uses sudo, and without either it says what is
-# missing and leaves it (those tests then skip, or fail under CI).
+# broker of the broker tests and its jars, Spark), tcpdump (the capture
+# test) and openssl (the schema registry tests' TLS certificates). Installs
+# with apt-get only what is missing, so a second run does nothing; without
+# root it uses sudo, and without either it says what is missing and leaves
+# it (those tests then skip, or fail under CI).
 set -euo pipefail
 
 missing=()
 command -v java >/dev/null || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v tcpdump >/dev/null || missing+=(tcpdump)
+command -v openssl >/dev/null || missing+=(openssl)
 if [[ ${#missing[@]} -eq 0 ]]; then
     exit 0
 fi

@@ -45,6 +45,10 @@ export KCODEC_KAFKA_CLASSPATH KCODEC_SPARK_KAFKA_JARS
 # S3Proxy, the object storage tests' S3-compatible server (Maven, cached).
 KCODEC_S3PROXY_JAR=$(bash "$repo/ci/s3proxy.sh" | sed -n 's/^KCODEC_S3PROXY_JAR=//p')
 export KCODEC_S3PROXY_JAR
+# Apicurio Registry, the typed-value tests' schema registry (built by Maven from
+# Central's artifacts and cached: the first time about 4 minutes).
+KCODEC_SCHEMA_REGISTRY_JAR=$(bash "$repo/ci/schema-registry.sh" | sed -n 's/^KCODEC_SCHEMA_REGISTRY_JAR=//p')
+export KCODEC_SCHEMA_REGISTRY_JAR
 
 step "building the sdist and the wheel (compiles the core's five extensions: about 2 minutes)"
 "$python" -m venv "$work/build-env"
