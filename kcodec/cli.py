@@ -187,6 +187,10 @@ def cmd_spark_convert(args, out):
     from .spark.plan import DataLossError
     from .spark.session import local_session
     options = parse_options(_spark_read_options(args))
+    if options.typed:
+        print("kcodec: spark-convert: valueFormat and keyFormat are for kafka-log reads: the "
+              "Parquet keeps keys and values as they are (binary)", file=sys.stderr)
+        return 2
     from pyspark.sql import SparkSession
     conf = dict(item.partition("=")[::2] for item in args.conf)
     ours = SparkSession.getActiveSession() is None

@@ -20,6 +20,7 @@ from .schema import arrow_schema, kafka_schema, record_schema, to_spark_arrow  #
 from .session import enable_filter_pushdown  # noqa: E402
 from .source import KafkaLogDataSource  # noqa: E402
 from .stream import KafkaLogStreamReader  # noqa: E402
+from .values import decode_values  # noqa: E402
 
 
 def register(spark):
@@ -46,5 +47,5 @@ __all__ = [
     "register", "KafkaLogDataSource", "KafkaLogStreamReader", "kafka_schema", "record_schema", "arrow_schema",
     "to_spark_arrow", "ReadOptions", "parse_options", "plan", "Split", "DataLossError",
     "read_split", "SplitReport", "read_skip_reports", "decode_record_sets", "explode_records",
-    "record_set_decoder", "decode_udf", "make_decode_udf", "records_type",
+    "record_set_decoder", "decode_udf", "make_decode_udf", "records_type", "decode_values",
 ]

@@ -390,7 +390,13 @@ def convert(spark, paths, out, options, *, compression="snappy", mode="error",
             ``failOnDataLoss`` is true.
         FileExistsError: When ``out`` is not empty and ``mode`` is
             ``"error"``.
+        ValueError: For typed-value options (``valueFormat``...): the
+            Parquet keeps keys and values as they are.
     """
+    if options.typed:
+        raise ValueError("spark-convert writes keys and values as they are (binary): decode "
+                         "them when reading, with kafka-log's valueFormat option or "
+                         "kcodec.spark.decode_values")
     if checkpoint is not None:
         return _Incremental(spark, paths, out, options, compression, checkpoint,
                             _before_commit, _driver_hook).run(mode)

@@ -10,12 +10,14 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from ..values import FORMATS, ON_ERROR
 from .storage import storage_options
 
 EARLIEST = -2
 LATEST = -1
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 CORRUPT_POLICIES = ("fail", "skip")
+REGISTRY_PREFIX = "schemaregistry."
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20
 DEFAULT_MAX_BATCH_BYTES = 8 << 20
 
@@ -128,6 +130,16 @@ class ReadOptions:
         storage (tuple): The ``s3.*`` options, as ``(lower-case name,
             value)`` pairs (see :doc:`the object storage guide
             </guide/object-storage>`).
+        value_format (str): ``valueFormat``: ``"raw"``, ``"avro"`` or
+            ``"json"``.
+        key_format (str): ``keyFormat``, the same for keys.
+        schema_registry_url (str | None): ``schemaRegistryUrl``: a registry
+            URL, or the path of a registry's ``_schemas`` partition directory.
+        registry_options (tuple): The ``schemaRegistry.*`` options, as
+            ``(name, value)`` pairs (names as given).
+        value_schema (str | None): ``valueSchema``, the reader schema text.
+        key_schema (str | None): ``keySchema``.
+        on_value_error (str): ``onValueError``: ``"fail"`` or ``"null"``.
     """
 
     starting: OffsetSpec = OffsetSpec(EARLIEST)
@@ -148,6 +160,18 @@ class ReadOptions:
     assign: frozenset = None        # assign: {(topic, partition)}
     filter_pushdown: bool = False
     storage: tuple = ()             # s3.* options: ((lower-case name, value), ...)
+    value_format: str = "raw"
+    key_format: str = "raw"
+    schema_registry_url: str = None
+    registry_options: tuple = ()    # schemaRegistry.* options: ((name, value), ...)
+    value_schema: str = None
+    key_schema: str = None
+    on_value_error: str = "fail"
+
+    @property
+    def typed(self):
+        """Whether keys or values are decoded (a format other than raw)."""
+        return self.value_format != "raw" or self.key_format != "raw"
 
     def wants(self, topic, partition):
         """Whether the topic filters let this partition be read."""
@@ -164,7 +188,8 @@ KNOWN = {
     "includeheaders", "kafka.isolation.level", "isolation.level", "failondataloss",
     "minpartitions", "maxrecordsperpartition", "maxbytesperpartition", "maxbatchbytes",
     "verifycrc", "oncorruptdata", "corruptdatareport", "subscribe", "subscribepattern", "assign",
-    "filterpushdown",
+    "filterpushdown", "valueformat", "keyformat", "schemaregistryurl", "valueschema",
+    "keyschema", "onvalueerror",
 }
 
 
@@ -198,6 +223,13 @@ def parse_options(options):
       (default false; true: filters on topic, partition, offset and
       timestamp narrow what is read, where Spark pushes them down; see the
       Spark guide for the caveat that keeps it off by default).
+    - Typed values: ``valueFormat`` / ``keyFormat`` (``raw``, the default,
+      ``avro`` or ``json``), ``schemaRegistryUrl`` (a Confluent-compatible
+      registry, or the path of its ``_schemas`` partition directory),
+      ``schemaRegistry.*`` (the registry's auth and TLS options),
+      ``valueSchema`` / ``keySchema`` (the reader schema's text) and
+      ``onValueError`` (``fail``, the default, or ``null``: a value that does
+      not decode is null and ``valueError`` says why).
 
     Other ``kafka.*`` options are accepted and ignored.
 
@@ -212,7 +244,8 @@ def parse_options(options):
         ValueError: For an unknown option or a value it does not take.
     """
     opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
-    unknown = sorted(k for k in opts if k not in KNOWN and not k.startswith(("kafka.", "s3.")))
+    unknown = sorted(k for k in opts if k not in KNOWN
+                     and not k.startswith(("kafka.", "s3.", REGISTRY_PREFIX)))
     if unknown:
         raise ValueError(f"unknown option(s) for kafka-log: {', '.join(unknown)}")
     kw = {}
@@ -276,7 +309,51 @@ def parse_options(options):
             raise ValueError(f'assign: expected JSON like {{"topic": [0, 1]}}, '
                              f'not {opts["assign"]!r}') from None
     kw["storage"] = storage_options(opts)
+    kw.update(_value_options(options, opts))
     return ReadOptions(**kw)
+
+
+def _value_options(options, opts):
+    """The typed-value options' ReadOptions keywords."""
+    kw = {}
+    for name, key in (("valueFormat", "value_format"), ("keyFormat", "key_format")):
+        if name.lower() in opts:
+            value = opts[name.lower()].strip().lower()
+            if value not in FORMATS:
+                raise ValueError(f"option {name} must be one of {', '.join(FORMATS)}, "
+                                 f"not {opts[name.lower()]!r}")
+            kw[key] = value
+    if "onvalueerror" in opts:
+        policy = opts["onvalueerror"].strip().lower()
+        if policy not in ON_ERROR:
+            raise ValueError(f"onValueError must be fail or null, not {opts['onvalueerror']!r}")
+        kw["on_value_error"] = policy
+    if opts.get("schemaregistryurl", "").strip():
+        kw["schema_registry_url"] = opts["schemaregistryurl"].strip()
+    for name, key in (("valueschema", "value_schema"), ("keyschema", "key_schema")):
+        if opts.get(name, "").strip():
+            kw[key] = opts[name]
+    # Names as given: the registry's options are its own (basic.auth.user.info, ...).
+    kw["registry_options"] = tuple(sorted(
+        (str(k), str(v)) for k, v in dict(options).items()
+        if str(k).lower().startswith(REGISTRY_PREFIX)))
+    return kw
+
+
+# The options schema() reads: the typed-value ones, and those that say
+# which topics a read covers (the registry's subjects are per topic).
+SCHEMA_OPTIONS = ("subscribe", "subscribepattern", "assign", "valueformat", "keyformat",
+                  "schemaregistryurl", "valueschema", "keyschema", "onvalueerror")
+
+
+def schema_options(options):
+    """The ReadOptions of only the options that shape a kafka-log
+    DataFrame's schema (the typed-value options, the topic filters and the
+    storage options to list the paths with), for ``DataSource.schema()``:
+    the batch and stream readers check the rest, by rules of their own."""
+    opts = {str(k).lower(): v for k, v in dict(options).items()}
+    return parse_options({k: v for k, v in opts.items()
+                          if k in SCHEMA_OPTIONS or k.startswith(("s3.", REGISTRY_PREFIX))})
 
 
 def load_paths(options):

@@ -188,7 +188,7 @@ def _recent_runs(view, final, min_timestamp):
     return [tuple(run) for run in runs]
 
 
-def spark_batches(split, options, schema):
+def spark_batches(split, options, schema, readers=None):
     """The Arrow record batches of a split as a Spark reader of the
     ``kafka-log`` source (batch or stream) yields them.
 
@@ -197,15 +197,25 @@ def spark_batches(split, options, schema):
             (nothing is yielded).
         options: The :class:`ReadOptions` of the read.
         schema: The schema Spark resolved.
+        readers: With ``valueFormat`` / ``keyFormat``: the reader schema
+            text of each decoded column (``{"value": text, "key": text}``,
+            :func:`kcodec.spark.values.schema_readers`), the planner's.
 
     Yields:
-        pyarrow.RecordBatch: :func:`read_split`'s rows in ``schema``'s types.
+        pyarrow.RecordBatch: :func:`read_split`'s rows in ``schema``'s types,
+        keys and values decoded as the options say.
     """
     if not isinstance(split, Split):
         return
     target = arrow_schema(schema)
+    if options.typed and readers is None:
+        from .values import schema_readers
+        readers = schema_readers(options, schema, None)
     for table in read_split(split, options):
         if table.num_rows:
+            if options.typed:
+                from .values import typed_table
+                table = typed_table(table, options, readers, target)
             yield from to_spark_arrow(table, target).to_batches()
 
 

@@ -3,7 +3,7 @@ spark.read.format("kafka") would read the topic from a broker."""
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
 from .filters import push_filters, pushdown_planning
-from .options import load_paths, parse_bool, parse_options
+from .options import load_paths, parse_bool, parse_options, schema_options
 from .plan import plan
 from .read import spark_batches
 from .schema import kafka_schema
@@ -26,11 +26,20 @@ class KafkaLogDataSource(DataSource):
 
     def schema(self):
         """Spark's Kafka source schema (:func:`kafka_schema`), with headers
-        when ``includeHeaders`` is true."""
-        # Only includeHeaders shapes the schema; the other options are checked
-        # by the batch or the stream reader, whose rules differ.
+        when ``includeHeaders`` is true, and ``key`` / ``value`` decoded
+        (their reader schema's type, then ``valueSchemaId`` and, with
+        ``onValueError=null``, ``valueError``) when ``keyFormat`` /
+        ``valueFormat`` ask (:func:`kcodec.spark.values.log_schema`)."""
+        # Only includeHeaders and the typed-value options shape the schema;
+        # the other options are checked by the batch or the stream reader,
+        # whose rules differ.
         given = {str(k).lower(): v for k, v in dict(self.options).items()}
-        return kafka_schema(parse_bool("includeHeaders", given.get("includeheaders", "false")))
+        base = kafka_schema(parse_bool("includeHeaders", given.get("includeheaders", "false")))
+        options = schema_options(given)
+        if not options.typed:
+            return base
+        from .values import log_schema
+        return log_schema(base, options, load_paths(self.options))
 
     def reader(self, schema):
         """The reader Spark plans and runs the read with.
@@ -72,6 +81,10 @@ class KafkaLogReader(DataSourceReader):
     def __init__(self, paths, options, schema, pushdown=None):
         self.paths, self.options, self.schema = paths, options, schema
         self.pushdown = pushdown
+        self.readers = None
+        if options.typed:
+            from .values import schema_readers
+            self.readers = schema_readers(options, schema, paths)
 
     def partitions(self):
         """The read's splits (:func:`plan`), narrowed by the filters pushed
@@ -85,7 +98,7 @@ class KafkaLogReader(DataSourceReader):
         Args:
             split: A :class:`Split` of :meth:`partitions`.
         """
-        return spark_batches(split, self.options, self.schema)
+        return spark_batches(split, self.options, self.schema, self.readers)
 
 
 class KafkaLogPushdownReader(KafkaLogReader):

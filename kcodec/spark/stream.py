@@ -103,6 +103,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._waiting_since = None      # minOffsetsPerTrigger: when the wait began
         self._available = None          # what the last trigger found, for the progress report
         self._scans = {}                # (topic, partition) -> PartitionLog.transaction_scan
+        self._readers = None            # valueFormat / keyFormat: the reader schemas' text
+        if self.options.typed:
+            from .values import schema_readers
+            self._readers = schema_readers(self.options, schema, paths)
 
     # ------------------------------------------------------------ the driver
     def _logs(self):
@@ -245,4 +249,4 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         Args:
             split: A split of :meth:`partitions`.
         """
-        return spark_batches(split, self.options, self.schema)
+        return spark_batches(split, self.options, self.schema, self._readers)
