@@ -139,6 +139,7 @@ cdef struct Buffer:
 
 cdef struct Column:
     int kind
+    bint nullable         # may hold nulls (else: empty values under null structs)
     int width             # bytes a value takes, fixed-width kinds
     int64_t length
     bint has_nulls
@@ -268,6 +269,7 @@ cdef class Decoder:
     Args:
         kinds, widths: Each column's Kind and value width, preorder.
         children: Each column's child columns (lists of column numbers).
+        nullable: Whether each column may hold nulls.
         programs: One (nodes, ints, consts) per writer schema: int32 nodes,
             int32 tables, bytes of constants.
     """
@@ -286,7 +288,7 @@ cdef class Decoder:
     # Items that took no bytes in the datum being decoded (MAX_EMPTY_ITEMS).
     cdef int64_t empty_items
 
-    def __cinit__(self, kinds, widths, children, programs):
+    def __cinit__(self, kinds, widths, children, nullable, programs):
         cdef int i, j, total = 0
         self.n_columns = len(kinds)
         self.columns = <Column*>malloc(max(1, self.n_columns) * sizeof(Column))
@@ -305,6 +307,7 @@ cdef class Decoder:
         for i in range(self.n_columns):
             self.columns[i].kind = kinds[i]
             self.columns[i].width = widths[i]
+            self.columns[i].nullable = nullable[i]
             self.columns[i].first_child = total
             self.columns[i].n_children = len(children[i])
             for j in children[i]:
@@ -350,19 +353,27 @@ cdef class Decoder:
         c.length += 1
         return 0
 
-    cdef int append_null(self, int col) noexcept nogil:
+    cdef inline int append_null(self, int col) noexcept nogil:
+        return self.append_empty(col, True)
+
+    cdef int append_empty(self, int col, bint null) noexcept nogil:
+        """A slot with no value: null, or valid and empty (zero, "", [], a
+        struct of empties) in a column that may hold no nulls, under a null
+        struct: Arrow's casts and Spark refuse nulls there, parent or not."""
         cdef Column* c = &self.columns[col]
+        cdef Column* child
         cdef int64_t i, end
         cdef int status
-        if not c.has_nulls:
-            # The bitmap begins when the first null does: all before were valid.
-            if reserve(&c.valid, (c.length >> 3) + 1):
+        if null:
+            if not c.has_nulls:
+                # The bitmap begins when the first null does: all before were valid.
+                if reserve(&c.valid, (c.length >> 3) + 1):
+                    return FAULT_NO_MEMORY
+                memset(c.valid.data, 0xFF, (c.length >> 3) + 1)
+                c.valid.size = (c.length >> 3) + 1
+                c.has_nulls = True
+            if set_bit(&c.valid, c.length, 0):
                 return FAULT_NO_MEMORY
-            memset(c.valid.data, 0xFF, (c.length >> 3) + 1)
-            c.valid.size = (c.length >> 3) + 1
-            c.has_nulls = True
-        if set_bit(&c.valid, c.length, 0):
-            return FAULT_NO_MEMORY
         if c.kind == KIND_BOOLEAN:
             if set_bit(&c.values, c.length, 0):
                 return FAULT_NO_MEMORY
@@ -379,11 +390,14 @@ cdef class Decoder:
             c.values.size += 4
         elif c.kind == KIND_STRUCT:
             for i in range(c.n_children):
-                status = self.append_null(self.children[c.first_child + i])
+                child = &self.columns[self.children[c.first_child + i]]
+                status = self.append_empty(self.children[c.first_child + i], child.nullable)
                 if status:
                     return status
-        c.length += 1
-        return 0
+        if null:
+            c.length += 1
+            return 0
+        return self.append_valid(c)
 
     cdef void truncate(self, int col, int64_t length) noexcept nogil:
         cdef Column* c = &self.columns[col]

@@ -235,26 +235,29 @@ class Slot:
 
 
 class Layout:
-    """The columns of one reader schema, preorder: what the core fills."""
+    """The columns of one reader schema, preorder: what the core fills, and
+    which of them may hold nulls (Spark's nullability: the others get an
+    empty value under a null struct, as Arrow's casts and Spark want)."""
 
     def __init__(self, schema):
-        self.kinds, self.widths, self.children = [], [], []
-        self.root = self.slot(schema, "")
+        self.kinds, self.widths, self.children, self.nullable = [], [], [], []
+        self.root = self.slot(schema, "", nullable=True)
 
-    def new_column(self, kind):
+    def new_column(self, kind, nullable):
         self.kinds.append(kind)
         self.widths.append(FIXED_WIDTH.get(kind, 0))
         self.children.append([])
+        self.nullable.append(nullable or kind == Kind.KIND_NULL)
         return len(self.kinds) - 1
 
-    def slot(self, schema, path, column=None):
+    def slot(self, schema, path, column=None, nullable=False):
         """The slot of `schema`; into `column` when given (the one column of
         a union's non-null branches)."""
         kind, arrow = _arrow_of(schema, path)
         if schema.type == "union":
-            return self.union_slot(schema, path)
+            return self.union_slot(schema, path, nullable)
         if column is None:
-            column = self.new_column(kind)
+            column = self.new_column(kind, nullable)
         if schema.type == "record":
             parts = []
             for field in schema.fields:
@@ -267,31 +270,32 @@ class Layout:
             self.children[column].append(item.column)
             return Slot(schema, column, kind, arrow, (item,))
         if schema.type == "map":
-            key = Slot(Schema("string"), self.new_column(Kind.KIND_STRING), Kind.KIND_STRING,
-                       pa.string())
+            key = Slot(Schema("string"), self.new_column(Kind.KIND_STRING, False),
+                       Kind.KIND_STRING, pa.string())
             value = self.slot(schema.values, f"{path}{{}}")
             self.children[column] += [key.column, value.column]
             return Slot(schema, column, kind, arrow, (key, value))
         return Slot(schema, column, kind, arrow)
 
-    def union_slot(self, schema, path):
+    def union_slot(self, schema, path, nullable):
         kind, arrow = _arrow_of(schema, path)
         members = [b for b in schema.branches if b.type != "null"]
         shape = _union_shape(schema)
+        nullable = nullable or _nullable(schema)
         if shape == "null":
-            return Slot(schema, self.new_column(Kind.KIND_NULL), Kind.KIND_NULL, arrow,
+            return Slot(schema, self.new_column(Kind.KIND_NULL, True), Kind.KIND_NULL, arrow,
                         union="null")
         if shape == "single":
-            part = self.slot(members[0], path)
+            part = self.slot(members[0], path, nullable=nullable)
             return Slot(schema, part.column, part.kind, part.arrow, (part,), union=shape)
         if shape == "widen":
-            column = self.new_column(kind)
+            column = self.new_column(kind, nullable)
             parts = tuple(self.slot(m, path, column) for m in members)
             return Slot(schema, column, kind, arrow, parts, union=shape)
-        column = self.new_column(Kind.KIND_STRUCT)
+        column = self.new_column(Kind.KIND_STRUCT, nullable)
         parts = []
         for i, member in enumerate(members):
-            part = self.slot(member, f"{path}.member{i}")
+            part = self.slot(member, f"{path}.member{i}", nullable=True)
             self.children[column].append(part.column)
             parts.append(part)
         return Slot(schema, column, Kind.KIND_STRUCT, arrow, tuple(parts), union="members")
@@ -778,7 +782,8 @@ def _run(layout, programs, f, program_of_row, on_error, offsets, column, unknown
     arrays = [p.arrays for p in programs]
     while start < rows or not chunks:
         end = _chunk_end(f, start, rows)
-        decoder = core.Decoder(layout.kinds, layout.widths, layout.children, arrays)
+        decoder = core.Decoder(layout.kinds, layout.widths, layout.children, layout.nullable,
+                               arrays)
         found = decoder.decode(f.data, f.starts[start:end], f.ends[start:end],
                                f.value_starts[start:end], program_of_row[start:end],
                                on_error == "fail")
