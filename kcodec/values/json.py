@@ -21,25 +21,20 @@ Types (:func:`json_arrow_type`) follow a JSON Schema as Confluent's
 ``JSONSerializer`` registers it (draft-07), and what Spark's ``from_json``
 gives for the matching Spark schema:
 
-==========================================  =========================================
-JSON Schema                                  Arrow
-==========================================  =========================================
-``object`` with ``properties``               struct, fields in ``properties`` order
-``object``, ``additionalProperties: S`` and  ``map<string, S>``
-no ``properties``
-``string``                                   string
-``string``, ``format: date-time``            ``timestamp('us', tz='UTC')`` (RFC 3339
-                                             text with an offset is converted to UTC)
-``string``, ``format: date``                 ``date32``
-``integer``                                  int64 (``connect.type`` int8/16/32 narrow it)
-``number``                                   float64 (``connect.type: float32``: float32)
-``boolean``                                  bool
-``array`` with ``items``                     list
-``["null", X]``, ``anyOf``/``oneOf`` of      X (every Arrow field is nullable, as in
-null and X                                   Spark)
-``$ref`` to ``#/definitions/..``,            the referenced schema (a recursive
-``#/$defs/..``                               reference is a SchemaError)
-==========================================  =========================================
+- ``object`` with ``properties``: struct, fields in ``properties`` order;
+- ``object`` with ``additionalProperties: S`` and no ``properties``:
+  ``map<string, S>``;
+- ``string``: string; with ``format: date-time``,
+  ``timestamp('us', tz='UTC')`` (RFC 3339 text with an offset is converted
+  to UTC); with ``format: date``, ``date32``;
+- ``integer``: int64 (``connect.type`` int8/16/32 narrow it);
+- ``number``: float64 (``connect.type: float32``: float32);
+- ``boolean``: bool;
+- ``array`` with ``items``: list;
+- ``["null", X]``, ``anyOf``/``oneOf`` of null and X: X (every Arrow field
+  is nullable, as in Spark);
+- ``$ref`` to ``#/definitions/..`` or ``#/$defs/..``: the referenced schema
+  (a recursive reference is a SchemaError).
 
 Anything else (free-form objects, unions of several non-null types, tuple
 ``items``, ``$ref`` to another document) is a :class:`~kcodec.errors.SchemaError`
