@@ -20,6 +20,8 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 
+from kcodec._core.wire cimport OK, F_TRUNCATED, read_varint, read_varlong
+
 cdef extern from *:
     """
     #include <string.h>
@@ -212,43 +214,23 @@ cdef inline int set_bit(Buffer* bitmap, int64_t i, bint value) noexcept nogil:
     return 0
 
 
+cdef inline int varint_fault(int status) noexcept nogil:
+    if status == OK:
+        return 0
+    return FAULT_TRUNCATED if status == F_TRUNCATED else FAULT_VARINT
+
+
 cdef inline int read_long(Reader* r, int64_t* out) noexcept nogil:
-    cdef uint64_t value = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if r.at >= r.end:
-            return FAULT_TRUNCATED
-        b = r.at[0]
-        r.at += 1
-        value |= (<uint64_t>(b & 0x7F)) << shift
-        if not (b & 0x80):
-            break
-        shift += 7
-        if shift >= 70:
-            return FAULT_VARINT
-    out[0] = <int64_t>((value >> 1) ^ (0 - (value & 1)))
-    return 0
+    # Avro's longs and ints are Kafka's zigzag varints: wire.pxd reads both.
+    return varint_fault(read_varlong(&r.at, r.end, out))
 
 
 cdef inline int read_int(Reader* r, int64_t* out) noexcept nogil:
     # Java's readInt: at most 5 bytes, bits past 32 dropped.
-    cdef uint32_t value = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if r.at >= r.end:
-            return FAULT_TRUNCATED
-        b = r.at[0]
-        r.at += 1
-        value |= (<uint32_t>(b & 0x7F)) << shift
-        if not (b & 0x80):
-            break
-        shift += 7
-        if shift >= 35:
-            return FAULT_VARINT
-    out[0] = <int32_t>((value >> 1) ^ (0 - (value & 1)))
-    return 0
+    cdef int32_t value = 0
+    cdef int status = varint_fault(read_varint(&r.at, r.end, &value))
+    out[0] = value
+    return status
 
 
 cdef inline int read_length(Reader* r, int64_t* out) noexcept nogil:

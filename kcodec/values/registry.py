@@ -517,7 +517,31 @@ def _describe_failure(reason):
 
 # ---------------------------------------------------------- _schemas log
 
-class SchemaLog(SchemaSource):
+class _HeldSchemas(SchemaSource):
+    """A source that holds its schemas: ``_by_id`` ({id: RegisteredSchema})
+    and ``_latest`` ({subject: RegisteredSchema}); ``_missing()`` says where
+    a lookup failed."""
+
+    def schema(self, schema_id):
+        schema_id = _schema_id(schema_id)
+        found = self._by_id.get(schema_id)
+        if found is None:
+            raise SchemaNotFoundError(f"no schema with id {schema_id} {self._missing()}",
+                                      schema_id=schema_id)
+        return found
+
+    def latest(self, subject):
+        found = self._latest.get(subject)
+        if found is None:
+            raise SchemaNotFoundError(f"no subject {subject!r} {self._missing()}",
+                                      subject=subject)
+        return found
+
+    def _missing(self):
+        raise NotImplementedError
+
+
+class SchemaLog(_HeldSchemas):
     """A registry's ``_schemas`` topic, read offline from its partition
     directory (e.g. ``/var/lib/kafka/data/_schemas-0``) with kcodec's own log
     reader: no registry and no broker needed.
@@ -579,43 +603,8 @@ class SchemaLog(SchemaSource):
             log = _local_log(self.path)
         self._by_id, self._latest = _read_schemas_log(log, self.path)
 
-    def schema(self, schema_id):
-        """The schema with this id.
-
-        Args:
-            schema_id: The id.
-
-        Returns:
-            RegisteredSchema: With the subject and version of the latest
-            version that has it.
-
-        Raises:
-            SchemaNotFoundError: When no version in the log has it.
-        """
-        schema_id = _schema_id(schema_id)
-        found = self._by_id.get(schema_id)
-        if found is None:
-            raise SchemaNotFoundError(f"no schema with id {schema_id} in the _schemas log "
-                                      f"{self.path}", schema_id=schema_id)
-        return found
-
-    def latest(self, subject):
-        """The subject's highest version that is not deleted.
-
-        Args:
-            subject: The subject.
-
-        Returns:
-            RegisteredSchema
-
-        Raises:
-            SchemaNotFoundError: When the log has no live version of it.
-        """
-        found = self._latest.get(subject)
-        if found is None:
-            raise SchemaNotFoundError(f"no subject {subject!r} in the _schemas log {self.path}",
-                                      subject=subject)
-        return found
+    def _missing(self):
+        return f"in the _schemas log {self.path}"
 
     @property
     def ids(self):
@@ -716,7 +705,7 @@ def _logged_schema(value, slot, where):
 
 # ---------------------------------------------------------------- mapping
 
-class SchemaMapping(SchemaSource):
+class SchemaMapping(_HeldSchemas):
     """Schemas the caller gives, by id.
 
     Each value is one of:
@@ -754,43 +743,9 @@ class SchemaMapping(SchemaSource):
             if found.subject is not None:
                 self._latest[found.subject] = found
 
-    def schema(self, schema_id):
-        """The schema given for an id.
-
-        Args:
-            schema_id: The id.
-
-        Returns:
-            RegisteredSchema
-
-        Raises:
-            SchemaNotFoundError: When none was given for it.
-        """
-        schema_id = _schema_id(schema_id)
-        found = self._by_id.get(schema_id)
-        if found is None:
-            known = ", ".join(map(str, sorted(self._by_id)[:10]))
-            raise SchemaNotFoundError(f"no schema with id {schema_id} in the schemas given "
-                                      f"(ids: {known or 'none'})", schema_id=schema_id)
-        return found
-
-    def latest(self, subject):
-        """The given schema of a subject with the highest version (then id).
-
-        Args:
-            subject: The subject.
-
-        Returns:
-            RegisteredSchema
-
-        Raises:
-            SchemaNotFoundError: When no entry names this subject.
-        """
-        found = self._latest.get(subject)
-        if found is None:
-            raise SchemaNotFoundError(f"no subject {subject!r} in the schemas given",
-                                      subject=subject)
-        return found
+    def _missing(self):
+        known = ", ".join(map(str, sorted(self._by_id)[:10]))
+        return f"in the schemas given (ids: {known or 'none'})"
 
     def __len__(self):
         return len(self._by_id)
