@@ -87,10 +87,11 @@ def spark_arrow(array, target):
     """A decoded column cast to the Arrow type Spark exchanges (`target`:
     µs timestamps, list children named ``element``), nested fields and all.
 
-    Arrow's own cast of a struct refuses nulls in a non-nullable child, and
-    a decoded struct may hold them under its null rows (a tombstone, a value
-    that did not decode): structs, lists and maps are rebuilt here from their
-    children, cast one by one, with their own validity kept."""
+    Structs, lists and maps are rebuilt from their children, cast one by
+    one, with their own validity kept: Arrow's own cast of a struct refuses
+    a null in a child field the target says is not nullable, which a column
+    built elsewhere (a JSON struct's inferred fields) may hold under a null
+    row."""
     if array.type.equals(target):
         return array
     if isinstance(array, pa.ChunkedArray):
