@@ -227,7 +227,8 @@ class SchemaRegistry(SchemaSource):
 
     Args:
         url: The API's base URL, e.g. ``http://registry:8081`` (Apicurio
-            Registry: ``http://host:8080/apis/ccompat/v7``).
+            Registry: ``http://host:8080/apis/ccompat/v6``; ``v7`` from
+            its release 3).
         username: HTTP basic auth user (None: none, or the URL's).
         password: HTTP basic auth password.
         cafile: PEM file of the certificate authorities to trust for HTTPS
