@@ -44,7 +44,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO))
 
 SPARK_AVRO = "org.apache.spark:spark-avro_2.13:{version}"
 CACHE = Path(os.environ.get("KCODEC_KAFKA_CACHE")

@@ -26,7 +26,6 @@ import pyarrow as pa
 import pytest
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 
 TOPIC = "orders"
 KEY_SCHEMA = {"type": "record", "name": "OrderKey", "namespace": "shop",
@@ -152,7 +151,6 @@ def kafka_source_main(spec_path):
     """Child process: Spark's Kafka source reads the topic from the broker,
     decode_values decodes it; the result goes to an Arrow IPC file, and the
     messages of the reads that must fail to a JSON file."""
-    sys.path.insert(0, str(REPO))
     from pyspark.sql import SparkSession
     from kafka_broker import spark_kafka_jars
     from kcodec.spark import decode_values
@@ -436,8 +434,10 @@ def test_decode_values_on_sparks_kafka_source_equals_python(broker, kafka_topic,
             "mapping": str(tmp_path / "mapping.arrow"),
             "failures": str(tmp_path / "failures.json")}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
+    # The tests' helpers only: kcodec is the installed one (the source tree's
+    # has no compiled core in CI).
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]))
+        filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "kafka-source",
                            str(tmp_path / "spec.json")], capture_output=True, text=True,
                           timeout=600, env=env, cwd=str(tmp_path))
