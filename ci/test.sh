@@ -131,7 +131,7 @@ phase() {   # phase NAME COMMAND...: run a phase, and add it to the summary
     phases+=("$name $detail ($(( SECONDS - phase_started )) s)")
 }
 
-echo "== tests: the test suite and the benchmarks (once each) against the installed wheel, from outside the source tree (about 27 minutes)"
+echo "== tests: the test suite and the benchmarks (once each) against the installed wheel, from outside the source tree (about 31 minutes)"
 cd "$(mktemp -d)"
 export KCODEC_REQUIRE_INSTALLED=1 KCODEC_REQUIRE_MANYLINUX=1
 # Everything the tests need was installed above: a missing peer, tool or jar
@@ -142,7 +142,7 @@ color=()
 phase tests "$work/venv/bin/python" -m pytest -p no:cacheprovider "${color[@]}" \
     "$repo/tests" "$repo/benchmarks" --benchmark-disable "$@"
 
-echo "== asan: the compiled core under AddressSanitizer (builds it again, then its input-facing tests: about 7 minutes)"
+echo "== asan: the compiled core under AddressSanitizer (builds it again, then its input-facing tests: about 8 minutes)"
 phase asan bash "$repo/ci/asan.sh" "$work/build-env/bin/python" "$work/venv/bin/python"
 
 if [ -f "$repo/ci/docs.sh" ]; then
