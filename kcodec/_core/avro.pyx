@@ -471,6 +471,19 @@ cdef class Decoder:
 
     # -- the program ---------------------------------------------------------
 
+    cdef inline int take_blob(self, Reader* r, const uint8_t** data,
+                              int64_t* count) noexcept nogil:
+        """A length and that many bytes (strings, bytes, decimals, map keys):
+        where they begin in *data, and the reader past them."""
+        cdef const uint8_t* at = r.at
+        cdef int status = read_length(r, count)
+        if status:
+            self.fault_at = at
+            return status
+        data[0] = r.at
+        r.at += count[0]
+        return 0
+
     cdef int run(self, int program, int node, Reader* r) noexcept nogil:
         cdef const int32_t* n = self.nodes[program] + node * NODE_WIDTH
         cdef int op = n[AT_OP]
@@ -505,13 +518,9 @@ cdef class Decoder:
                 return status
             return self.append_number(c, value, 0, False) if c != NULL else 0
         if op == OP_STRING or op == OP_BYTES:
-            at = r.at
-            status = read_length(r, &count)
+            status = self.take_blob(r, &at, &count)
             if status:
-                self.fault_at = at
                 return status
-            at = r.at
-            r.at += count
             if c == NULL:
                 return 0
             status = self.append_bytes(c, at, count)
@@ -573,13 +582,9 @@ cdef class Decoder:
                 self.fault_at = at
             return status
         if op == OP_DECIMAL_BYTES:
-            at = r.at
-            status = read_length(r, &count)
+            status = self.take_blob(r, &at, &count)
             if status:
-                self.fault_at = at
                 return status
-            at = r.at
-            r.at += count
             if c == NULL:
                 return 0
             status = self.append_decimal(c, at, count, self.consts[program] + n[AT_A])
@@ -637,13 +642,9 @@ cdef class Decoder:
                     self.empty_items += count
                 for i in range(count):
                     if op == OP_MAP:
-                        at = r.at
-                        status = read_length(r, &value)
+                        status = self.take_blob(r, &at, &value)
                         if status:
-                            self.fault_at = at
                             return status
-                        at = r.at
-                        r.at += value
                         if keys != NULL:
                             status = self.append_bytes(keys, at, value)
                             if status:

@@ -748,7 +748,7 @@ def decode_avro(array, *, framed, source=None, reader_schema=None, on_error="fai
     datum = f.status == FrameStatus.DATUM
     if framed:
         lookup = {i: program_of_id.get(i, -2 - unknown.get(i, (UNKNOWN_ID,))[0])
-                  for i in np.unique(f.ids[datum]).tolist()}
+                  for i in ids.tolist()}
         if lookup:
             keys = np.array(list(lookup), np.int32)
             values = np.array(list(lookup.values()), np.int32)
