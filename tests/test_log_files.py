@@ -5,6 +5,9 @@ naming the file and the byte position."""
 import os
 import shutil
 import struct
+import subprocess
+import sys
+import tempfile
 
 import crc32c
 import numpy as np
@@ -119,6 +122,61 @@ def test_corrupt_offset_index(tmp_path, entries, tail, message, position):
         OffsetIndex(path)
     assert message in str(info.value)
     assert info.value.source == path and info.value.position == position
+
+
+def test_the_entry_a_broker_is_writing_is_left_out(tmp_path):
+    """A broker writes an .index entry's offset before its position: read
+    between the two, the last entry has position 0. Anywhere else that is
+    corruption."""
+    writing = index_file(tmp_path, "00000000000000000100.index",
+                         [(0, 0), (5, 400), (9, 0), (0, 0)], ">ii")
+    assert list(OffsetIndex(writing)) == [(100, 0), (105, 400)]
+    inside = index_file(tmp_path, "00000000000000000200.index", [(0, 0), (5, 0), (9, 800)], ">ii")
+    with pytest.raises(CorruptIndexError, match="positions not increasing"):
+        OffsetIndex(inside)
+
+
+ROLLING_INDEX = """
+import os, sys, threading
+from kcodec import CorruptIndexError
+from kcodec.log.indexes import OffsetIndex, TimeIndex
+path, kind = sys.argv[1], sys.argv[2]
+entry = 8 if kind == "index" else 12
+done = threading.Event()
+def roll():
+    # as a broker does: an active index preallocated, then trimmed to its
+    # entries when the segment rolls
+    while not done.is_set():
+        with open(path, "r+b") as f:
+            f.truncate(10 << 20)
+            f.truncate(entry * 3)
+threading.Thread(target=roll, daemon=True).start()
+read = 0
+for _ in range(3000):
+    try:
+        (OffsetIndex if kind == "index" else TimeIndex)(path)
+        read += 1
+    except CorruptIndexError:
+        pass
+done.set()
+print(read)
+"""
+
+
+@pytest.mark.parametrize("kind,entries,layout", [
+    ("index", [(0, 0), (5, 400), (9, 800)], ">ii"),
+    ("timeindex", [(1000, 0), (1001, 5), (1002, 9)], ">qi"),
+])
+def test_an_index_trimmed_while_read_never_kills_the_reader(tmp_path, kind, entries, layout):
+    """A broker trims its active segment's indexes when it rolls it: a
+    reader that mapped the file would die of SIGBUS touching a page past
+    the new end. The reader here reads the files, in a process of its own
+    that must end normally."""
+    path = index_file(tmp_path, f"00000000000000000000.{kind}", entries, layout)
+    run = subprocess.run([sys.executable, "-c", ROLLING_INDEX, path, kind],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert int(run.stdout) > 0
 
 
 def test_index_entries_past_the_log_end_are_left_out(tmp_path):
@@ -320,12 +378,18 @@ def test_seek_through_a_lying_index_entry_is_a_typed_error(tmp_path, log_dir):
        preallocated=st.booleans())
 @settings(max_examples=500, deadline=None)
 def test_the_used_entries_end_at_the_first_zero_after_the_first(used, zeros, preallocated):
-    """Bisection (for a broker's preallocated 10 MiB .index) finds what a scan
-    for the first zero relative offset after the first entry finds, on
-    increasing entries and on corrupt ones alike."""
-    from kcodec.log.indexes import _first_zero_after_first
+    """Bisection over the file (for a broker's preallocated 10 MiB .index)
+    finds what a scan for the first zero relative offset after the first
+    entry finds, on increasing entries and on corrupt ones alike."""
+    from kcodec.log.indexes import OFFSET_ENTRY, _used_entries
     if preallocated:
         used = sorted(set(used))
-    relative = np.array(used + [0] * zeros, dtype=">i4")
+    relative = used + [0] * zeros
     zero_at = [i for i, r in enumerate(relative) if i > 0 and r == 0]
-    assert _first_zero_after_first(relative) == (zero_at[0] if zero_at else len(relative))
+    expected = relative[:zero_at[0] if zero_at else len(relative)]
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "00000000000000000000.index")
+        with open(path, "wb") as f:
+            f.write(b"".join(struct.pack(">ii", r, 8 * i) for i, r in enumerate(relative)))
+        entries = _used_entries(path, OFFSET_ENTRY, zero_first_entry_is_padding=False)
+    assert entries["relative_offset"].tolist() == expected

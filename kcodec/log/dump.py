@@ -12,7 +12,7 @@ from ..records import read_batches
 from .coordinator import offsets_key_value, transaction_key_value
 from .java_text import JAVA_REPLACE, java_absolute_path, java_path
 from .indexes import (
-    OFFSET_ENTRY, TIME_ENTRY, _entries, _used, base_offset_of,
+    OFFSET_ENTRY, TIME_ENTRY, _entries, _used_entries, base_offset_of,
     map_file, read_producer_snapshot, read_txn_index,
 )
 
@@ -241,7 +241,7 @@ class Dumper:
     def dump_index(self, path):
         opts = self.options
         base = base_offset_of(path)
-        entries = _used(_entries(path, OFFSET_ENTRY), zero_first_entry_is_padding=False)
+        entries = _used_entries(path, OFFSET_ENTRY, zero_first_entry_is_padding=False)
         if len(entries) == 0:          # the tool says so before any sanity check
             self.emit(f"{java_path(path)} is empty.", type="empty", file=path)
             return
@@ -270,12 +270,12 @@ class Dumper:
             self.emit(f"{java_path(path)} passed sanity check.", type="sanity", file=path,
                       passed=True)
             return
-        entries = _used(_entries(path, TIME_ENTRY), zero_first_entry_is_padding=False)
+        entries = _used_entries(path, TIME_ENTRY, zero_first_entry_is_padding=False)
         log = self._log_beside(path)
         index_path = path[:path.rfind(".")] + ".index"
         offsets = positions = np.zeros(0, np.int64)
         if os.path.exists(index_path):
-            index_entries = _used(_entries(index_path, OFFSET_ENTRY))
+            index_entries = _used_entries(index_path, OFFSET_ENTRY)
             offsets = index_entries["relative_offset"].astype(np.int64) + base
             positions = index_entries["position"].astype(np.int64)
         previous = -1

@@ -13,6 +13,9 @@
 The offset and time indexes of an active segment are preallocated and zero
 filled: an entry after the first whose relative offset is 0 ends them, and a
 first entry of zeros only means there is none yet.
+Index files are read, never mapped: a broker trims its active segment's
+indexes when it rolls the segment, and a mapped page past the new end would
+kill the reading process with SIGBUS.
 Every inconsistency raises CorruptIndexError naming the file and the byte
 position of the offending entry.
 """
@@ -68,45 +71,71 @@ def base_offset_of(path):
     return int(stem)
 
 
-def _entries(path, dtype):
-    data = map_file(path)
-    if len(data) % dtype.itemsize:
+def _check_whole_entries(size, dtype, path):
+    if size % dtype.itemsize:
         raise CorruptIndexError(
-            f"index file length {len(data)} is not a multiple of the {dtype.itemsize}-byte entry",
-            position=len(data) - len(data) % dtype.itemsize, source=path)
+            f"index file length {size} is not a multiple of the {dtype.itemsize}-byte entry",
+            position=size - size % dtype.itemsize, source=path)
+
+
+def _read_at(fd, size, position):
+    """Up to ``size`` bytes at ``position``: fewer when the file ends
+    sooner (a live broker may trim it meanwhile)."""
+    chunks = []
+    while size > 0:
+        chunk = os.pread(fd, size, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+        position += len(chunk)
+    return b"".join(chunks)
+
+
+def _entries(path, dtype):
+    """Every entry the file's length holds."""
+    with open(path, "rb") as f:
+        data = f.read()
+    _check_whole_entries(len(data), dtype, path)
     return np.frombuffer(data, dtype)
 
 
-def _used(entries, zero_first_entry_is_padding=True):
-    """Entries before the zero-filled preallocated tail: an entry after the
-    first whose relative offset is 0 ends them. A first entry of zeros with
-    nothing after it is padding too: a preallocated index with no entry yet
-    (the broker never writes that entry: its first .index entry follows an
-    append, so its position is > 0). kafka-dump-log prints it all the same:
+def _used_entries(path, dtype, zero_first_entry_is_padding=True):
+    """The entries of a zero-padded index before its preallocated tail, read
+    alone: an entry after the first whose relative offset is 0 ends them.
+    The used entries increase, so where the zeros begin is found by
+    bisection over single entries (an active index is 10 MiB, nearly all
+    zeros), and the entries before it are then checked to hold no zero (a
+    corrupt index can). A first entry of zeros with nothing after it is
+    padding too: a preallocated index with no entry yet (the broker never
+    writes that entry: its first .index entry follows an append, so its
+    position is > 0). kafka-dump-log prints it all the same:
     `zero_first_entry_is_padding=False`."""
-    used = entries[:_first_zero_after_first(entries["relative_offset"])]
+    size = dtype.itemsize
+    field_dtype, field_at = dtype.fields["relative_offset"][:2]
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        count = os.fstat(fd).st_size
+        _check_whole_entries(count, dtype, path)
+        count //= size
+
+        def is_zero(i):
+            return not _read_at(fd, field_dtype.itemsize, i * size + field_at).strip(b"\0")
+
+        low, high = 1, count
+        while low < high:
+            middle = (low + high) // 2
+            if is_zero(middle):
+                high = middle
+            else:
+                low = middle + 1
+        data = _read_at(fd, min(low, count) * size, 0)
+    entries = np.frombuffer(data, dtype, count=len(data) // size)
+    zeros = np.flatnonzero(entries["relative_offset"][1:] == 0)
+    used = entries[:zeros[0] + 1] if len(zeros) else entries
     if zero_first_entry_is_padding and len(used) == 1 and not used.tobytes().strip(b"\0"):
         return used[:0]
     return used
-
-
-def _first_zero_after_first(relative):
-    """Where the zeros after the first entry begin (len(relative) when none
-    do). A broker's active .index is preallocated (10 MiB of zeros): the
-    used entries, in increasing order, are found by bisection and then
-    checked to hold no zero, and only where they do (a corrupt index) is
-    every entry scanned."""
-    rest = relative[1:]
-    low, high = 0, len(rest)
-    while low < high:           # the first zero, were the zeros all at the end
-        middle = (low + high) // 2
-        if rest[middle] == 0:
-            high = middle
-        else:
-            low = middle + 1
-    if not (rest[:low] == 0).any():
-        return min(low + 1, len(relative))     # rest[low] is the first zero, or none is
-    return int(np.flatnonzero(rest == 0)[0]) + 1
 
 
 def _first_bad(mask):
@@ -144,7 +173,11 @@ class OffsetIndex:
     def __init__(self, path, base_offset=None, log_size=None):
         self.path = str(path)
         self.base_offset = base_offset_of(path) if base_offset is None else base_offset
-        entries = _used(_entries(self.path, OFFSET_ENTRY))
+        entries = _used_entries(self.path, OFFSET_ENTRY)
+        if len(entries) > 1 and entries["position"][-1] == 0:
+            # A broker writes an entry's offset, then its position: a live
+            # index read between the two ends in the entry it is writing.
+            entries = entries[:-1]
         self.offsets = entries["relative_offset"].astype(np.int64) + self.base_offset
         self.positions = entries["position"].astype(np.int64)
         self._check(log_size)
@@ -216,7 +249,7 @@ class TimeIndex:
     def __init__(self, path, base_offset=None):
         self.path = str(path)
         self.base_offset = base_offset_of(path) if base_offset is None else base_offset
-        entries = _used(_entries(self.path, TIME_ENTRY))
+        entries = _used_entries(self.path, TIME_ENTRY)
         self.timestamps = entries["timestamp"].astype(np.int64)
         self.offsets = entries["relative_offset"].astype(np.int64) + self.base_offset
         self._check()
