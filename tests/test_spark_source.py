@@ -5,6 +5,7 @@ import json
 import os
 import pkgutil
 import struct
+import threading
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -26,6 +27,7 @@ from spark_session import SESSION_TIME_ZONE, spark, spark_rows, without_headers 
 SEGMENT_BYTES = 6000
 INTERVAL = 1024
 TOPICS = {"orders-eu": 0, "payments": 3}
+LISTINGS_DURING_CHECKPOINTS = 3000
 
 
 @pytest.fixture(scope="module")
@@ -342,6 +344,29 @@ def test_globs_and_roots_skip_copies_being_deleted_or_moved(tmp_path):
     # Named explicitly, a copy is still read.
     deleted = str(tmp_path / ("orders-0." + "a" * 32 + "-delete"))
     assert [d for _, d in partition_dirs([deleted])] == [deleted]
+
+
+def test_files_a_live_broker_replaces_while_listed_are_passed_over(tmp_path):
+    """A broker rewrites its checkpoints in log.dirs (a .tmp file, renamed
+    over the old one) every second: a root is listed while they come and
+    go."""
+    write_log(str(tmp_path / "orders-0"), [kcodec.encode([(b"k", b"v")])])
+    done = threading.Event()
+
+    def checkpoint():
+        while not done.is_set():
+            for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint"):
+                (tmp_path / f"{name}.tmp").write_text("0\n0\n")
+                os.replace(tmp_path / f"{name}.tmp", tmp_path / name)
+
+    writer = threading.Thread(target=checkpoint, daemon=True)
+    writer.start()
+    try:
+        for _ in range(LISTINGS_DURING_CHECKPOINTS):
+            assert [d for _, d in partition_dirs([str(tmp_path)])] == [str(tmp_path / "orders-0")]
+    finally:
+        done.set()
+        writer.join()
 
 
 def test_min_partitions_halves_pieces_of_equal_size(tmp_path):

@@ -6,6 +6,7 @@ restarted from its checkpoint each time. Its Parquet sink must hold exactly
 what a read_committed confluent-kafka consumer read, with no duplicate."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,10 @@ BATCHES_BEFORE_FAULT = 2
 DRIVER_TIMEOUT = 300.0
 RETENTION_TIMEOUT = 400.0
 HERE = Path(__file__).parent
+# What a failed driver's message shows of its stderr.
+ERROR_LINE = re.compile(r"^\S.*(Error|Exception)\b.*:")
+ERROR_LINES = 40
+STDERR_TAIL = 3000
 
 
 class Production(threading.Thread):
@@ -201,7 +206,11 @@ class Driver:
         return self.batches()
 
     def stderr(self):
-        return self.stderr_path.read_text()[-4000:]
+        """The driver's error lines (a failed batch's cause is far above the
+        end of its stack traces), then the end of its stderr."""
+        text = self.stderr_path.read_text()
+        errors = [line for line in text.splitlines() if ERROR_LINE.search(line)]
+        return "\n".join(errors[:ERROR_LINES]) + "\n...\n" + text[-STDERR_TAIL:]
 
 
 def wait_for_retention(broker, production):

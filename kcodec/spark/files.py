@@ -54,8 +54,11 @@ def _listing(fs, directory):
         out = []
         with os.scandir(directory) as entries:
             for e in entries:
-                is_dir = e.is_dir()
-                stat = e.stat()
+                try:
+                    is_dir = e.is_dir()
+                    stat = e.stat()
+                except FileNotFoundError:   # a live broker's checkpoint .tmp, gone
+                    continue
                 out.append((e.name, is_dir, None if is_dir else stat.st_size, stat.st_mtime))
         return sorted(out)
     with fs.errors(directory, "listing"):
