@@ -49,4 +49,4 @@ PY
     "$repo/tests/test_records.py" "$repo/tests/test_arrow.py" "$repo/tests/test_arrow_views.py" \
     "$repo/tests/test_decode_many.py" "$repo/tests/test_roundtrip.py" "$repo/tests/test_log_read.py" \
     "$repo/tests/test_values_avro_corrupt.py" "$repo/tests/test_values_avro_resolution.py" \
-    "$repo/tests/test_values_avro.py"
+    "$repo/tests/test_values_avro.py" "$repo/tests/test_values_json.py"

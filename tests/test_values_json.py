@@ -650,3 +650,34 @@ def test_framed_auto_detects_each_row():
     assert every.values.to_pylist() == [{"a": 1, "s": None}]
     none = decode_json(pa.array([b'{"a": 1}']), framed="auto", arrow_type=SCHEMA)
     assert none.values.to_pylist() == [{"a": 1, "s": None}]
+
+
+@given(st.lists(st.binary(max_size=40), max_size=30), st.data())
+@settings(max_examples=300, deadline=None)
+def test_the_line_buffer_holds_the_chosen_datums_one_per_line(datums, data):
+    """The core's join_lines (the buffer pyarrow's JSON reader parses): each
+    chosen datum, its newlines and carriage returns made spaces, then a
+    newline; the bounds it gives are those lines."""
+    import numpy as np
+    from kcodec._core.framing import join_lines
+    blob = b"".join(datums)
+    ends = np.cumsum([len(d) for d in datums], dtype=np.int64)
+    starts = ends - np.array([len(d) for d in datums], np.int64)
+    rows = np.array(sorted(data.draw(st.sets(st.integers(0, max(len(datums) - 1, 0))))
+                           if datums else []), np.int64)
+    lines, lo, hi = join_lines(np.frombuffer(blob, np.uint8), starts, ends, rows)
+    expected = [datums[r].replace(b"\n", b" ").replace(b"\r", b" ") + b"\n" for r in rows]
+    assert lines.tobytes() == b"".join(expected)
+    assert [lines[a:b].tobytes() for a, b in zip(lo, hi)] == expected
+
+
+def test_the_line_buffer_refuses_bounds_outside_the_data():
+    import numpy as np
+    from kcodec._core.framing import join_lines
+    data = np.frombuffer(b"{}{}", np.uint8)
+    with pytest.raises(ValueError, match="outside the data"):
+        join_lines(data, np.array([0, 2], np.int64), np.array([2, 5], np.int64),
+                   np.array([1], np.int64))
+    with pytest.raises(ValueError, match="outside the 2 rows"):
+        join_lines(data, np.array([0, 2], np.int64), np.array([2, 4], np.int64),
+                   np.array([2], np.int64))

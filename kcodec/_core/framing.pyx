@@ -2,6 +2,7 @@
 # (kcodec/values/framing.py says what they are and what the statuses mean).
 cimport cython
 from libc.stdint cimport uint8_t, int8_t, int32_t, int64_t, uint32_t
+from libc.string cimport memchr, memcpy
 
 import numpy as np
 
@@ -77,3 +78,62 @@ def split_frames(const uint8_t[::1] data, const offset_t[::1] offsets, valid_bit
                 starts[i] = begin + HEADER_BYTES
                 status[i] = STATUS_DATUM
     return starts_array, ends_array, value_starts_array, ids_array, status_array
+
+
+cdef enum:
+    NEWLINE = 0x0A
+    CARRIAGE_RETURN = 0x0D
+    SPACE = 0x20
+
+
+cdef inline void blank_out(uint8_t* text, int64_t length, uint8_t byte) noexcept nogil:
+    """Each `byte` in text[:length] made a space (memchr: rare in a datum)."""
+    cdef uint8_t* end = text + length
+    cdef uint8_t* found = <uint8_t*>memchr(text, byte, length)
+    while found != NULL:
+        found[0] = SPACE
+        found = <uint8_t*>memchr(found + 1, byte, end - found - 1)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def join_lines(const uint8_t[::1] data, const int64_t[::1] starts, const int64_t[::1] ends,
+               const int64_t[::1] rows):
+    """(lines, line_starts, line_ends): the datums data[starts[r]:ends[r]] of
+    the rows r in rows, each copied with its newlines and carriage returns
+    made spaces and then ended by a newline, as one uint8 buffer (a reader
+    of newline-delimited JSON takes it); line_ends are past the newlines."""
+    cdef Py_ssize_t m = rows.shape[0], n = starts.shape[0], size = data.shape[0]
+    cdef Py_ssize_t i, r, total = m
+    if ends.shape[0] != n:
+        raise ValueError("starts and ends need a value for every row")
+    for i in range(m):
+        r = rows[i]
+        if not 0 <= r < n:
+            raise ValueError(f"row {r} outside the {n} rows")
+        if not 0 <= starts[r] <= ends[r] <= size:
+            raise ValueError(f"row {r}: bounds {starts[r]}..{ends[r]} outside the data")
+        total += ends[r] - starts[r]
+    lines_array = np.empty(total, np.uint8)
+    line_starts_array = np.empty(m, np.int64)
+    line_ends_array = np.empty(m, np.int64)
+    cdef uint8_t[::1] lines = lines_array
+    cdef int64_t[::1] line_starts = line_starts_array
+    cdef int64_t[::1] line_ends = line_ends_array
+    cdef uint8_t* out = &lines[0] if total else NULL
+    cdef const uint8_t* base = &data[0] if size else NULL
+    cdef int64_t at = 0, length
+    with nogil:
+        for i in range(m):
+            r = rows[i]
+            length = ends[r] - starts[r]
+            line_starts[i] = at
+            if length:
+                memcpy(out + at, base + starts[r], length)
+                blank_out(out + at, length, NEWLINE)
+                blank_out(out + at, length, CARRIAGE_RETURN)
+            at += length
+            out[at] = NEWLINE
+            at += 1
+            line_ends[i] = at
+    return lines_array, line_starts_array, line_ends_array

@@ -66,10 +66,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from kcodec._core.framing import join_lines
 from kcodec.errors import SchemaError, SchemaNotFoundError, UnknownSchemaError, ValueDecodeError
 from kcodec.values import DecodedColumn, check_on_error
-from kcodec.values.framing import (HEADER_BYTES, MAGIC_BYTE, NO_SCHEMA_ID, FrameStatus,
-                                   frame_error, frames)
+from kcodec.values.framing import MAGIC_BYTE, NO_SCHEMA_ID, FrameStatus, frame_error, frames
 
 __all__ = ["json_arrow_type", "decode_json"]
 
@@ -533,41 +533,13 @@ def _not_objects(fr, todo):
     return bad
 
 
-_NO_NEWLINES = bytes(0x20 if b in (0x0A, 0x0D) else b for b in range(256))
-
-
 def _line_buffer(fr, todo):
-    """The datums of the rows in `todo` as one buffer of lines, and where
-    each of these rows' line begins and ends in it (rows in order).
-
-    Every raw newline in a datum becomes a space. When every row is framed,
-    a row's 5-byte header becomes a newline and 4 spaces (the line's blank
-    start): no copy beyond the one that replaces the newlines. Otherwise a
-    newline is put after each row (and headers are blanked). The bytes of
-    rows not in `todo` are blanked (the reader skips blank lines)."""
-    data, starts, ends, value_starts = fr.data, fr.starts, fr.ends, fr.value_starts
+    """The datums of the rows in `todo` as one buffer of lines (their raw
+    newlines made spaces), and where each of these rows' line begins and
+    ends in it (rows in order): one copy, in the core."""
     rows = np.flatnonzero(todo)
-    if not len(rows):
-        return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), rows
-    lo, hi = int(value_starts[rows[0]]), int(ends[rows[-1]])
-    raw = bytearray(data[lo:hi])                 # one copy, at memcpy speed
-    if raw.find(b"\n") >= 0 or raw.find(b"\r") >= 0:
-        raw = raw.translate(_NO_NEWLINES)
-    buf = np.frombuffer(raw, np.uint8)
-    skipped = np.flatnonzero(~todo & (ends > value_starts) & (ends > lo) & (value_starts < hi))
-    for row in skipped:
-        buf[max(int(value_starts[row]) - lo, 0):min(int(ends[row]) - lo, hi - lo)] = 0x20
-    framed = starts[rows] > value_starts[rows]
-    at = value_starts[rows] - lo
-    if framed.all():
-        buf[at] = 0x0A
-        buf[at[:, None] + np.arange(1, HEADER_BYTES)] = 0x20
-        return buf, at, ends[rows] - lo, rows
-    if framed.any():                             # framed="auto", rows of both kinds
-        buf[at[framed][:, None] + np.arange(HEADER_BYTES)] = 0x20
-    shift = np.arange(len(rows))
-    buf = np.insert(buf, ends[rows] - lo, 0x0A)
-    return buf, at + shift, ends[rows] - lo + shift + 1, rows
+    buffer, line_lo, line_hi = join_lines(fr.data, fr.starts, fr.ends, rows)
+    return buffer, line_lo, line_hi, rows
 
 
 def _read(buffer, lo, hi, parse_type, infer, longest):
@@ -600,7 +572,9 @@ def _decode_rows(fr, todo, reader, failing):
         utf8 = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(
             np.array([0, hi - lo], np.int64)), pa.py_buffer(buf[lo:hi])])
         utf8.validate(full=True)
-        table = _read(buf, lo, hi, parse_type, infer_rest, max(longest, hi - lo))
+        # Blocks are parsed in parallel; inferring, each block would infer a
+        # type of its own, so the lines are read as one block.
+        table = _read(buf, lo, hi, parse_type, infer_rest, hi - lo if infer_rest else longest)
         if table.num_rows != count:
             raise _Mismatch("more than one JSON value")
         struct = pa.StructArray.from_arrays(
