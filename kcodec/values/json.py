@@ -6,16 +6,17 @@ How a column is decoded:
 
 1. :func:`~kcodec.values.framing.frames` splits it into datums (and schema
    ids when framed).
-2. The datums are concatenated with numpy into one newline-delimited buffer:
-   every raw ``\\n`` and ``\\r`` byte inside a datum becomes a space (valid
-   JSON has them only as whitespace: inside strings they are escaped), so a
-   pretty-printed value stays one line. A row that is null, or that already
-   failed (framing, unknown id, not an object), is the line ``{}`` and is set
-   null afterwards.
+2. The core (``join_lines``) copies the datums into one newline-delimited
+   buffer: every raw ``\\n`` and ``\\r`` byte inside a datum becomes a space
+   (valid JSON has them only as whitespace: inside strings they are
+   escaped), so a pretty-printed value stays one line. A row that is null,
+   or that already failed (framing, unknown id, not an object), is left out
+   and set null afterwards.
 3. ``pyarrow.json.read_json`` parses the buffer with an explicit schema (the
-   reader type; fields not in it are ignored). Only when it fails is the
-   buffer bisected, to find the rows that fail alone: each half that parses
-   is kept whole, so good rows still decode in the vectorized path.
+   reader type; fields not in it are ignored), in blocks on pyarrow's
+   threads. Only when it fails is the buffer bisected, to find the rows
+   that fail alone: each half that parses is kept whole, so good rows still
+   decode in the vectorized path.
 
 Types (:func:`json_arrow_type`) follow a JSON Schema as Confluent's
 ``JSONSerializer`` registers it (draft-07), and what Spark's ``from_json``
