@@ -10,7 +10,6 @@ import sys
 import tempfile
 
 import crc32c
-import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 

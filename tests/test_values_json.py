@@ -681,3 +681,18 @@ def test_the_line_buffer_refuses_bounds_outside_the_data():
     with pytest.raises(ValueError, match="outside the 2 rows"):
         join_lines(data, np.array([0, 2], np.int64), np.array([2, 4], np.int64),
                    np.array([2], np.int64))
+
+
+def test_auto_framing_takes_a_row_as_framed_when_it_begins_with_the_magic_byte():
+    """framed="auto" (JSON without a registry): per row, in the core's one
+    pass over the column."""
+    from kcodec.values.framing import FrameStatus, frames
+    column = pa.array([b"\x00\x00\x00\x00\x07{}", b'{"a": 1}', b"\x00\x00", b"", None],
+                      pa.binary())
+    fr = frames(column, "auto")
+    assert fr.status.tolist() == [FrameStatus.DATUM, FrameStatus.DATUM, FrameStatus.SHORT,
+                                  FrameStatus.DATUM, FrameStatus.NULL]
+    assert fr.ids.tolist()[:2] == [7, -1]
+    assert fr.starts.tolist()[:2] == [5, 7]
+    assert frames(column, False).status.tolist()[:3] == [FrameStatus.DATUM] * 3
+    assert frames(column, True).status.tolist()[:2] == [FrameStatus.DATUM, FrameStatus.BAD_MAGIC]

@@ -20,16 +20,25 @@ cdef enum:
     STATUS_BAD_MAGIC = 3
 
 
+cpdef enum Framing:
+    FRAMING_PLAIN = 0       # every row a datum
+    FRAMING_FRAMED = 1      # every row framed
+    FRAMING_AUTO = 2        # framed when the row begins with the magic byte
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def split_frames(const uint8_t[::1] data, const offset_t[::1] offsets, valid_bitmap,
-                 Py_ssize_t bit_offset, bint framed):
+                 Py_ssize_t bit_offset, int framing):
     """(starts, ends, value_starts, ids, status) of the rows whose bounds are
-    offsets[i]:offsets[i + 1] in data; valid_bitmap (Arrow's validity, from
-    bit bit_offset; None: no nulls) says which are null."""
+    offsets[i]:offsets[i + 1] in data, framed as `framing` (a Framing) says;
+    valid_bitmap (Arrow's validity, from bit bit_offset; None: no nulls) says
+    which are null."""
     cdef Py_ssize_t n = offsets.shape[0] - 1
     if n < 0:
         raise ValueError("offsets need at least one value")
+    if framing not in (FRAMING_PLAIN, FRAMING_FRAMED, FRAMING_AUTO):
+        raise ValueError(f"framing {framing} is not a Framing")
     starts_array = np.empty(n, np.int64)
     ends_array = np.empty(n, np.int64)
     value_starts_array = np.empty(n, np.int64)
@@ -65,7 +74,8 @@ def split_frames(const uint8_t[::1] data, const offset_t[::1] offsets, valid_bit
             value_starts[i] = begin
             if valid != NULL and not (valid[(bit_offset + i) >> 3] >> ((bit_offset + i) & 7)) & 1:
                 status[i] = STATUS_NULL
-            elif not framed:
+            elif framing == FRAMING_PLAIN or (
+                    framing == FRAMING_AUTO and (end == begin or base[begin] != MAGIC_BYTE)):
                 status[i] = STATUS_DATUM
             elif end - begin < HEADER_BYTES:
                 status[i] = STATUS_SHORT

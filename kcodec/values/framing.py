@@ -1,6 +1,6 @@
 """The Confluent wire format around a key or value: a magic byte 0, the
 schema id (big-endian int32), then the datum. Found for a whole column at once
-with numpy, so the compiled decoders see only datum bounds and schema ids.
+in the core, so the decoders see only datum bounds and schema ids.
 
     0        1               5
     | magic  | schema id     | datum ...
@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from .._core.framing import split_frames
+from .._core.framing import Framing, split_frames
 
 MAGIC_BYTE = 0
 HEADER_BYTES = 5
@@ -65,9 +65,10 @@ def _binary(array):
 
 
 def frames(array, framed):
-    """The :class:`Frames` of a binary-like Arrow array: with ``framed``, each
-    non-null row's header read and checked (in the core, one pass); without,
-    each row is a datum."""
+    """The :class:`Frames` of a binary-like Arrow array, in the core, one
+    pass: with ``framed`` true, each non-null row's header read and checked;
+    false, each row is a datum; ``"auto"``, a row is framed when it begins
+    with the magic byte (JSON text never does)."""
     array = _binary(array)
     n = len(array)
     validity, offsets_buffer, data_buffer = array.buffers()
@@ -77,8 +78,10 @@ def frames(array, framed):
             else np.zeros(0, np.uint8))
     bitmap = (np.frombuffer(validity, np.uint8) if validity is not None and array.null_count
               else None)
+    framing = (Framing.FRAMING_AUTO if framed == "auto" else
+               Framing.FRAMING_FRAMED if framed else Framing.FRAMING_PLAIN)
     starts, ends, value_starts, ids, status = split_frames(data, offsets, bitmap, array.offset,
-                                                           bool(framed))
+                                                           framing)
     return Frames(data, starts, ends, value_starts, ids, status)
 
 

@@ -70,7 +70,7 @@ import pyarrow.json as pj
 from kcodec._core.framing import join_lines
 from kcodec.errors import SchemaError, SchemaNotFoundError, UnknownSchemaError, ValueDecodeError
 from kcodec.values import DecodedColumn, check_on_error
-from kcodec.values.framing import MAGIC_BYTE, NO_SCHEMA_ID, FrameStatus, frame_error, frames
+from kcodec.values.framing import NO_SCHEMA_ID, FrameStatus, frame_error, frames
 
 __all__ = ["json_arrow_type", "decode_json"]
 
@@ -374,7 +374,7 @@ def decode_json(array, *, framed, arrow_type=None, on_error="fail", offsets=None
     check_on_error(on_error)
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
-    fr = _frames(array, framed)
+    fr = frames(array, framed)
     n = len(fr)
     status = fr.status
     ids = fr.ids
@@ -443,22 +443,6 @@ def decode_json(array, *, framed, arrow_type=None, on_error="fail", offsets=None
             mask[bad] = False
             errors = pa.array(texts, pa.string()).take(pa.array(at, mask=mask))
     return DecodedColumn(values, schema_ids, errors)
-
-
-def _frames(array, framed):
-    """frames(), with framed="auto": per row, framed when it begins with 0."""
-    if framed != "auto":
-        return frames(array, bool(framed))
-    plain, boxed = frames(array, False), frames(array, True)
-    nonempty = (plain.status == FrameStatus.DATUM) & (plain.ends > plain.starts)
-    first = np.zeros(len(plain), np.uint8)
-    first[nonempty] = plain.data[plain.starts[nonempty]]
-    take = nonempty & (first == MAGIC_BYTE)
-    if not take.any():
-        return plain
-    return type(plain)(plain.data, *(np.where(take, b, p) for p, b in zip(
-        (plain.starts, plain.ends, plain.value_starts, plain.ids, plain.status),
-        (boxed.starts, boxed.ends, boxed.value_starts, boxed.ids, boxed.status))))
 
 
 class _Failing:
