@@ -40,6 +40,8 @@ HOLD_OPEN_SECONDS = 1.5
 BATCHES_BEFORE_FAULT = 2
 DRIVER_TIMEOUT = 300.0
 RETENTION_TIMEOUT = 400.0
+RACE_TOPIC = "live-race"
+RACE_SECONDS = 90
 HERE = Path(__file__).parent
 # What a failed driver's message shows of its stderr.
 ERROR_LINE = re.compile(r"^\S.*(Error|Exception)\b.*:")
@@ -52,9 +54,9 @@ class Production(threading.Thread):
     idempotence), idempotent, and transactional, whose every third
     transaction aborts."""
 
-    def __init__(self, broker):
+    def __init__(self, broker, topic=TOPIC):
         super().__init__(daemon=True)
-        self.broker, self.error, self.rounds, self.aborted = broker, None, 0, 0
+        self.broker, self.topic, self.error, self.rounds, self.aborted = broker, topic, None, 0, 0
         self.finish = threading.Event()
 
     def run(self):
@@ -69,7 +71,7 @@ class Production(threading.Thread):
                                    compression_type="lz4")
         idempotent = confluent_producer(self.broker, enable_idempotence=True,
                                         compression_type="zstd")
-        txn = confluent_producer(self.broker, transactional_id="kcodec-live-stream",
+        txn = confluent_producer(self.broker, transactional_id=f"kcodec-{self.topic}",
                                  compression_type="snappy")
         txn.init_transactions(CLIENT_TIMEOUT)
         specs = (record_spec(i, seed=47) for i in range(10 ** 6))
@@ -77,7 +79,7 @@ class Production(threading.Thread):
         def send(producer, partition):
             for _ in range(RECORDS_PER_PRODUCER):
                 key, value, headers, timestamp = next(specs)
-                producer.produce(TOPIC, value=value, key=key, headers=headers or None,
+                producer.produce(self.topic, value=value, key=key, headers=headers or None,
                                  timestamp=timestamp, partition=partition, on_delivery=delivery)
                 producer.poll(0)
 
@@ -289,3 +291,31 @@ def test_stream_from_a_live_broker_survives_a_kill_and_a_stop(spark, broker, tmp
     # each run did micro-batches with rows.
     assert production.aborted > 0
     assert before_kill and [b for b in stopped if b["rows"]] and [b for b in last if b["rows"]]
+
+
+def test_triggers_racing_a_live_broker_read_each_offset_once(broker, tmp_path):
+    """The stream source's driver and executor steps (latestOffset,
+    partitions, read), back to back for a minute and a half in a process of
+    its own, over a broker's log.dirs while the producers write and
+    segments roll: the broker replaces checkpoints, trims the indexes of
+    the segments it rolls and writes index entries under the reader. No
+    step may fail or kill the process, and each partition's offsets come
+    once each, in order."""
+    broker.create_topic(RACE_TOPIC, partitions=PARTITIONS, retention_bytes=RETENTION_BYTES)
+    production = Production(broker, RACE_TOPIC)
+    production.start()
+    try:
+        out = tmp_path / "offsets.json"
+        run = subprocess.run([sys.executable, str(HERE / "stream_race.py"), str(broker.log_dirs),
+                              RACE_TOPIC, str(RACE_SECONDS), str(out)],
+                             capture_output=True, text=True, timeout=RACE_SECONDS + DRIVER_TIMEOUT)
+        assert run.returncode == 0, run.stderr[-4000:]
+    finally:
+        production.finish.set()
+        production.join(DRIVER_TIMEOUT)
+    assert production.error is None, production.error
+    read = json.loads(out.read_text())
+    assert read["triggers"] > RACE_SECONDS      # many, not a handful
+    for partition, offsets in read["offsets"].items():
+        assert offsets == sorted(set(offsets)), f"partition {partition}: out of order or twice"
+    assert production.rounds > 0 and sum(map(len, read["offsets"].values())) > 0
