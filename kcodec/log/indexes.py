@@ -78,20 +78,6 @@ def _check_whole_entries(size, dtype, path):
             position=size - size % dtype.itemsize, source=path)
 
 
-def _read_at(fd, size, position):
-    """Up to ``size`` bytes at ``position``: fewer when the file ends
-    sooner (a live broker may trim it meanwhile)."""
-    chunks = []
-    while size > 0:
-        chunk = os.pread(fd, size, position)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size -= len(chunk)
-        position += len(chunk)
-    return b"".join(chunks)
-
-
 def _entries(path, dtype):
     """Every entry the file's length holds."""
     with open(path, "rb") as f:
@@ -119,8 +105,10 @@ def _used_entries(path, dtype, zero_first_entry_is_padding=True):
         _check_whole_entries(count, dtype, path)
         count //= size
 
+        # pread returns fewer bytes only past the end (a live broker may
+        # trim the file meanwhile): those entries count as zeros.
         def is_zero(i):
-            return not _read_at(fd, field_dtype.itemsize, i * size + field_at).strip(b"\0")
+            return not os.pread(fd, field_dtype.itemsize, i * size + field_at).strip(b"\0")
 
         low, high = 1, count
         while low < high:
@@ -129,7 +117,7 @@ def _used_entries(path, dtype, zero_first_entry_is_padding=True):
                 high = middle
             else:
                 low = middle + 1
-        data = _read_at(fd, min(low, count) * size, 0)
+        data = os.pread(fd, min(low, count) * size, 0)
     entries = np.frombuffer(data, dtype, count=len(data) // size)
     zeros = np.flatnonzero(entries["relative_offset"][1:] == 0)
     used = entries[:zeros[0] + 1] if len(zeros) else entries
